@@ -1,0 +1,1 @@
+"""Adapters from GenesisVectorEnv to what other libraries expect."""

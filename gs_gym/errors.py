@@ -1,0 +1,56 @@
+"""Exceptions raised by gs_gym.
+
+Every failure of a worker process reaches the parent as a ``WorkerError`` subclass. When the failure was a Python
+exception inside the worker, the worker's own traceback is chained as ``__cause__`` (a ``RemoteTraceback``), so
+the parent's report shows both where the parent was waiting and where the worker failed.
+"""
+
+from __future__ import annotations
+
+
+class GsGymError(Exception):
+    """Base class of every error raised by gs_gym itself."""
+
+
+class RemoteTraceback(Exception):
+    """Carries a traceback formatted in another process; its ``str`` is that traceback."""
+
+    def __init__(self, formatted: str) -> None:
+        super().__init__(formatted)
+        self.formatted = formatted
+
+    def __str__(self) -> str:
+        return f"\n\n--- traceback in the worker ---\n{self.formatted}"
+
+
+class WorkerError(GsGymError):
+    """An exception raised inside a worker process (or in the in-process shard)."""
+
+    def __init__(self, message: str, *, worker: int, device: str) -> None:
+        super().__init__(f"worker {worker} ({device}): {message}")
+        self.worker = worker
+        self.device = device
+
+
+class BuildError(WorkerError):
+    """Task construction or ``scene.build`` failed in a worker."""
+
+
+class WorkerCrashedError(WorkerError):
+    """A worker process died (exit code or signal) or closed its pipe."""
+
+    def __init__(self, message: str, *, worker: int, device: str, exitcode: int | None) -> None:
+        super().__init__(message, worker=worker, device=device)
+        self.exitcode = exitcode
+
+
+class WorkerTimeoutError(WorkerError):
+    """A worker did not answer within the configured timeout."""
+
+
+class EnvFailedError(GsGymError):
+    """The env is unusable after an earlier worker failure; only ``close()`` is allowed."""
+
+
+class CallOrderError(GsGymError):
+    """A method was called out of order (step before reset, ``step_wait`` without ``step_async``, ...)."""

@@ -1,0 +1,128 @@
+"""Cart-pole: a cart on a rail (prismatic joint) carrying a free pole (hinge), pushed by a continuous force.
+
+The robot is a URDF generated from the config (no collision geometry, so the scene compiles quickly on the CPU
+backend). Observation ``[cart position, pole angle, cart velocity, pole angular velocity]``; action in ``[-1, 1]``
+scaled to ``force_scale`` newtons on the cart. The pole angle is 0 when upright.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from gs_gym.tasks.base import Task, TaskConfig
+from gs_gym.tasks.random import EnvRandom
+from gs_gym.tasks.registry import register_task
+
+
+@dataclasses.dataclass(frozen=True)
+class CartPoleConfig(TaskConfig):
+    max_episode_steps: int = 500
+    dt: float = 0.02
+    cart_mass: float = 1.0
+    pole_mass: float = 0.1
+    pole_length: float = 1.0
+    force_scale: float = 10.0
+    track_limit: float = 2.4
+    """The episode terminates when the cart leaves ``[-track_limit, track_limit]``."""
+    angle_limit: float = 0.2095
+    """The episode terminates when ``|pole angle|`` exceeds this (radians; 12 degrees)."""
+    reset_noise: float = 0.05
+    """Initial state components are drawn uniformly from ``[-reset_noise, reset_noise]``."""
+    angle_cost: float = 0.5
+    position_cost: float = 0.1
+    armature: float = 0.001
+
+
+def cartpole_urdf(config: CartPoleConfig) -> str:
+    """URDF text of the cart-pole described by ``config``."""
+    half = config.pole_length / 2
+    pole_inertia = config.pole_mass * config.pole_length**2 / 12
+    rail = 2 * config.track_limit
+
+    def inertial(mass: float, z: float, ixx: float) -> str:
+        return (
+            f'<inertial><origin xyz="0 0 {z}"/><mass value="{mass}"/>'
+            f'<inertia ixx="{ixx}" ixy="0" ixz="0" iyy="{ixx}" iyz="0" izz="{ixx / 100 + 1e-6}"/></inertial>'
+        )
+
+    return f"""<?xml version="1.0"?>
+<robot name="cartpole">
+  <link name="rail">{inertial(1.0, 0.0, 0.01)}</link>
+  <joint name="slider" type="prismatic">
+    <parent link="rail"/><child link="cart"/><axis xyz="1 0 0"/><origin xyz="0 0 1"/>
+    <limit lower="{-rail}" upper="{rail}" effort="1000" velocity="1000"/>
+  </joint>
+  <link name="cart">{inertial(config.cart_mass, 0.0, 0.01)}</link>
+  <joint name="hinge" type="continuous">
+    <parent link="cart"/><child link="pole"/><axis xyz="0 1 0"/><origin xyz="0 0 0"/>
+  </joint>
+  <link name="pole">{inertial(config.pole_mass, half, pole_inertia)}</link>
+</robot>
+"""
+
+
+@register_task("cartpole")
+class CartPole(Task):
+    config_class = CartPoleConfig
+    config: CartPoleConfig
+
+    @classmethod
+    def spaces(cls, config: TaskConfig) -> tuple[gym.spaces.Box, gym.spaces.Box]:
+        observation = gym.spaces.Box(-np.inf, np.inf, shape=(4,), dtype=np.float32)
+        action = gym.spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+        return observation, action
+
+    def build(self) -> None:
+        import genesis as gs
+
+        config = self.config
+        self._urdf_dir = tempfile.TemporaryDirectory(prefix="gs_gym_cartpole_")
+        urdf = Path(self._urdf_dir.name) / "cartpole.urdf"
+        urdf.write_text(cartpole_urdf(config))
+        self.scene = gs.Scene(
+            sim_options=gs.options.SimOptions(dt=config.dt, substeps=1),
+            rigid_options=gs.options.RigidOptions(enable_collision=False, enable_joint_limit=True),
+            show_viewer=False,
+        )
+        self.robot = self.scene.add_entity(gs.morphs.URDF(file=str(urdf), fixed=True))
+        self.scene.build(n_envs=self.num_envs)
+        self.robot.set_dofs_armature(torch.full((2,), config.armature))
+        self._forces = torch.zeros(self.num_envs, 2, dtype=torch.float32, device=self.device)
+
+    def apply_actions(self, actions: torch.Tensor) -> None:
+        self._forces[:, 0] = actions[:, 0].clamp(-1.0, 1.0) * self.config.force_scale
+        self.robot.control_dofs_force(self._forces)
+
+    def _state(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.robot.get_dofs_position(), self.robot.get_dofs_velocity()
+
+    def observe(self) -> torch.Tensor:
+        position, velocity = self._state()
+        return torch.cat([position, velocity], dim=1).to(torch.float32)
+
+    def compute_rewards(self) -> torch.Tensor:
+        position, _ = self._state()
+        config = self.config
+        angle = position[:, 1] / config.angle_limit
+        cart = position[:, 0] / config.track_limit
+        return (1.0 - config.angle_cost * angle**2 - config.position_cost * cart**2).to(torch.float32)
+
+    def compute_terminated(self) -> torch.Tensor:
+        position, _ = self._state()
+        return (position[:, 0].abs() > self.config.track_limit) | (position[:, 1].abs() > self.config.angle_limit)
+
+    def reset_envs(self, env_ids: torch.Tensor, rng: EnvRandom) -> None:
+        noise = self.config.reset_noise
+        state = rng.uniform(env_ids, (4,), -noise, noise)
+        ids = env_ids.to(self.device)
+        self.robot.set_dofs_position(state[:, :2], envs_idx=ids, zero_velocity=False)
+        self.robot.set_dofs_velocity(state[:, 2:], envs_idx=ids)
+
+    def close(self) -> None:
+        self._urdf_dir.cleanup()

@@ -1,0 +1,1 @@
+"""Worker processes, pipes, shared buffers and devices; knows nothing about tasks."""

@@ -1,0 +1,204 @@
+"""Start worker processes, talk to them over pipes, notice at once when one dies, and shut them down in order."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import multiprocessing as mp
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+import cloudpickle
+
+from gs_gym.errors import BuildError, GsGymError, RemoteTraceback, WorkerCrashedError, WorkerError, WorkerTimeoutError
+from gs_gym.transport.output import OutputPump
+from gs_gym.transport.protocol import Command, Err, ErrorKind, Ok, Request
+from gs_gym.transport.worker import WorkerSpec, worker_main
+
+_ENVIRON_LOCK = threading.Lock()
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerLaunch:
+    """One worker to start: a label for messages (its device), its environment and what it builds."""
+
+    label: str
+    environment: dict[str, str]
+    shard_factory: Callable[[], Any]
+
+
+@contextlib.contextmanager
+def _environment(overrides: dict[str, str]) -> Iterator[None]:
+    """Apply ``overrides`` to os.environ while a child is spawned, so it starts with them before any import."""
+    with _ENVIRON_LOCK:
+        saved = {key: os.environ.get(key) for key in overrides}
+        os.environ.update(overrides)
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+def describe_exit(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "closed its pipe"
+    if exitcode < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"was killed by signal {-exitcode}"
+    return f"exited with code {exitcode}"
+
+
+class _Worker:
+    def __init__(self, index: int, launch: WorkerLaunch, ctx: Any, forward_output: bool) -> None:
+        self.index = index
+        self.label = launch.label
+        self.conn, child_conn = ctx.Pipe()
+        output_reader, output_writer = ctx.Pipe(duplex=False)
+        spec = WorkerSpec(index, launch.environment, cloudpickle.dumps(launch.shard_factory), os.getpid())
+        self.process = ctx.Process(
+            target=worker_main, args=(child_conn, output_writer, spec), name=f"gs_gym-worker-{index}", daemon=True
+        )
+        with _environment(launch.environment):
+            self.process.start()
+        child_conn.close()
+        output_writer.close()
+        self.output = OutputPump(output_reader, f"[gs_gym worker {index}] ", forward_output)
+        self.seq = 0
+        self.alive = True
+
+    def send(self, command: Command, args: tuple[Any, ...]) -> int:
+        self.seq += 1
+        self.conn.send(Request(command, self.seq, args))
+        return self.seq
+
+    def crashed(self, during: str) -> WorkerCrashedError:
+        self.alive = False
+        self.process.join(1.0)
+        exitcode = self.process.exitcode
+        tail = "\n".join(self.output.tail())
+        detail = f"\nlast output of the worker:\n{tail}" if tail else ""
+        return WorkerCrashedError(
+            f"worker process {self.process.pid} {describe_exit(exitcode)} during {during}{detail}",
+            worker=self.index,
+            device=self.label,
+            exitcode=exitcode,
+        )
+
+
+class WorkerPool:
+    """Worker processes, each serving one shard; ``request`` then ``collect`` runs one command on several."""
+
+    def __init__(
+        self,
+        launches: Sequence[WorkerLaunch],
+        *,
+        build_timeout: float,
+        forward_output: bool = True,
+        start_method: str = "spawn",
+    ) -> None:
+        ctx = mp.get_context(start_method)
+        self._workers: list[_Worker] = []
+        self._closed = False
+        try:
+            for index, launch in enumerate(launches):
+                self._workers.append(_Worker(index, launch, ctx, forward_output))
+            self.handshakes = self._collect_replies(range(len(self._workers)), build_timeout, "build", expected_seq=0)
+        except BaseException:
+            self.close()
+            raise
+
+    def __len__(self) -> int:
+        return len(self._workers)
+
+    def request(self, command: Command, args_by_worker: dict[int, tuple[Any, ...]]) -> None:
+        """Send ``command`` to each worker in ``args_by_worker`` with its own arguments."""
+        for index, args in args_by_worker.items():
+            worker = self._workers[index]
+            try:
+                worker.send(command, args)
+            except (BrokenPipeError, ConnectionResetError, EOFError) as error:
+                raise worker.crashed(command.name) from error
+
+    def collect(self, indices: Sequence[int], timeout: float | None, during: str) -> list[Any]:
+        """Wait for the replies of ``indices`` (in that order); raise the first failure once all are in."""
+        return self._collect_replies(indices, timeout, during, expected_seq=None)
+
+    def _collect_replies(self, indices: Sequence[int], timeout: float | None, during: str, expected_seq: int | None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pending = {index: self._workers[index] for index in indices}
+        values: dict[int, Any] = {}
+        first_error: WorkerError | None = None
+        while pending:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            waitables: dict[Any, _Worker] = {}
+            for worker in pending.values():
+                waitables[worker.conn] = worker
+                waitables[worker.process.sentinel] = worker
+            ready = wait(list(waitables), remaining)
+            if not ready:
+                worker = next(iter(pending.values()))
+                raise WorkerTimeoutError(
+                    f"no answer to {during} within {timeout:g} s", worker=worker.index, device=worker.label
+                )
+            for worker in {id(waitables[r]): waitables[r] for r in ready}.values():
+                if worker.index not in pending:
+                    continue
+                if not worker.conn.poll():
+                    raise worker.crashed(during)
+                try:
+                    reply = worker.conn.recv()
+                except (EOFError, OSError):
+                    raise worker.crashed(during) from None
+                del pending[worker.index]
+                seq = worker.seq if expected_seq is None else expected_seq
+                if reply.seq != seq:
+                    raise GsGymError(f"worker {worker.index}: reply {reply.seq} does not answer request {seq}")
+                if isinstance(reply, Ok):
+                    values[worker.index] = reply.value
+                elif first_error is None:
+                    first_error = self._error_from(worker, reply, during)
+        if first_error is not None:
+            raise first_error
+        return [values[index] for index in indices]
+
+    @staticmethod
+    def _error_from(worker: _Worker, reply: Err, during: str) -> WorkerError:
+        error_class = BuildError if reply.kind == ErrorKind.BUILD else WorkerError
+        error = error_class(f"{reply.message} (during {during})", worker=worker.index, device=worker.label)
+        error.__cause__ = RemoteTraceback(reply.traceback)
+        if reply.kind == ErrorKind.BUILD:
+            worker.alive = False
+        return error
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Ask live workers to close, then join, terminate and kill whatever is left. Never raises."""
+        if self._closed:
+            return
+        self._closed = True
+        for worker in self._workers:
+            if worker.alive and worker.process.is_alive():
+                with contextlib.suppress(Exception):
+                    worker.send(Command.CLOSE, ())
+        deadline = time.monotonic() + timeout
+        for worker in self._workers:
+            worker.process.join(max(0.0, deadline - time.monotonic()))
+        for worker in self._workers:
+            for stop in (worker.process.terminate, worker.process.kill):
+                if worker.process.is_alive():
+                    with contextlib.suppress(Exception):
+                        stop()
+                    worker.process.join(1.0)
+            with contextlib.suppress(Exception):
+                worker.conn.close()
+            worker.output.close()

@@ -1,0 +1,58 @@
+"""The messages that cross a worker's pipe: one ``Request`` in, one ``Ok`` or ``Err`` out.
+
+Per step the pipe carries ``Request(Command.STEP, seq)`` and ``Ok(seq)``: the data itself sits in buffers that
+were shared once at start-up. ``seq`` lets the parent reject a stale reply instead of misreading it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import traceback
+from typing import Any
+
+
+class Command(enum.IntEnum):
+    STEP = 1
+    RESET = 2
+    CALL = 3
+    GET_ATTR = 4
+    SET_ATTR = 5
+    CLOSE = 6
+
+
+class ErrorKind(enum.IntEnum):
+    EXCEPTION = 1
+    """A command raised."""
+    BUILD = 2
+    """The shard could not be constructed (task construction or scene build)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    command: Command
+    seq: int
+    args: tuple[Any, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Ok:
+    seq: int
+    value: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Err:
+    seq: int
+    kind: ErrorKind
+    message: str
+    traceback: str
+
+    @classmethod
+    def from_exception(cls, seq: int, kind: ErrorKind, error: BaseException) -> Err:
+        """Capture ``error`` with its formatted traceback (exceptions themselves may not pickle)."""
+        formatted = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        return cls(seq, kind, f"{type(error).__name__}: {error}", formatted)
+
+
+Reply = Ok | Err

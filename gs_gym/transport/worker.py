@@ -1,0 +1,108 @@
+"""The worker process: pin the device, build the shard, export its buffers, then serve commands until told to stop.
+
+This module must stay importable without touching CUDA: the device variables are applied by ``worker_main`` before
+anything else runs in the child.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import os
+import signal
+import sys
+import threading
+import time
+from multiprocessing.connection import Connection
+from typing import Any, Callable
+
+from gs_gym.transport.output import redirect_output
+from gs_gym.transport.protocol import Command, Err, ErrorKind, Ok, Request
+
+_PR_SET_PDEATHSIG = 1
+_PARENT_POLL_SECONDS = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerSpec:
+    """How to start one worker: its index, environment variables and a cloudpickled shard factory."""
+
+    index: int
+    environment: dict[str, str]
+    shard_factory: bytes
+    parent_pid: int
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Exit when the parent dies: the kernel's parent-death signal, plus a watchdog thread for the rest.
+
+    ``PR_SET_PDEATHSIG`` fires when the parent *thread* exits and is Linux-only, so a thread also polls the parent
+    pid; it covers a worker stuck in a long step, where the pipe's EOF would go unnoticed.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(_PARENT_POLL_SECONDS)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="gs_gym-parent-watchdog", daemon=True).start()
+
+
+def command_handlers(shard: Any) -> dict[Command, Callable[..., Any]]:
+    return {
+        Command.STEP: shard.step,
+        Command.RESET: shard.reset,
+        Command.CALL: shard.call,
+        Command.GET_ATTR: shard.get_attr,
+        Command.SET_ATTR: shard.set_attr,
+    }
+
+
+def serve(conn: Connection, shard: Any) -> None:
+    """Answer requests until CLOSE or until the parent's end of the pipe closes."""
+    handlers = command_handlers(shard)
+    while True:
+        try:
+            request: Request = conn.recv()
+        except (EOFError, OSError):
+            return
+        if request.command == Command.CLOSE:
+            shard.close()
+            conn.send(Ok(request.seq))
+            return
+        try:
+            reply = Ok(request.seq, handlers[request.command](*request.args))
+        except Exception as error:  # reported to the parent, which raises WorkerError
+            reply = Err.from_exception(request.seq, ErrorKind.EXCEPTION, error)
+        conn.send(reply)
+
+
+def worker_main(conn: Connection, output: Connection | None, spec: WorkerSpec) -> None:
+    """Entry point of a worker process (``spawn`` start method)."""
+    os.environ.update(spec.environment)
+    if output is not None:
+        redirect_output(output)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which closes workers in order
+    die_with_parent(spec.parent_pid)
+    try:
+        import cloudpickle
+
+        shard = cloudpickle.loads(spec.shard_factory)()
+        handshake = shard.handshake()
+    except BaseException as error:
+        conn.send(Err.from_exception(0, ErrorKind.BUILD, error))
+        conn.close()
+        return
+    conn.send(Ok(0, handshake))
+    try:
+        serve(conn, shard)
+    finally:
+        conn.close()

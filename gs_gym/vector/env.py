@@ -1,0 +1,372 @@
+"""``GenesisVectorEnv``: the Gymnasium 1.x vector env over batched Genesis scenes in pinned worker processes."""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium.error import ClosedEnvironmentError
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from gs_gym.errors import CallOrderError, EnvFailedError, GsGymError
+from gs_gym.tasks import Task, resolve_task
+from gs_gym.transport.devices import cuda_uuid, visible_gpu_count
+from gs_gym.transport.pool import WorkerLaunch, WorkerPool
+from gs_gym.transport.protocol import Command
+from gs_gym.vector.in_process import InProcessPool
+from gs_gym.vector.shard import EnvShard, ShardBuffers, ShardSpec
+from gs_gym.vector.sharding import EnvRange, split_envs
+from gs_gym.vector.validation import as_action_tensor, check_reset_mask, check_seed
+
+_BACKENDS = ("gpu", "cpu")
+_OUTPUTS = ("torch", "numpy")
+
+
+class _State(enum.Enum):
+    NEEDS_RESET = "needs reset"
+    READY = "ready"
+    STEP_PENDING = "step pending"
+    FAILED = "failed"
+    CLOSED = "closed"
+
+
+def _autoreset_mode(value: AutoresetMode | str) -> AutoresetMode:
+    if isinstance(value, AutoresetMode):
+        return value
+    names = {mode.value: mode for mode in AutoresetMode} | {mode.name: mode for mode in AutoresetMode}
+    if value not in names:
+        raise ValueError(f"autoreset_mode: expected one of {[m.value for m in AutoresetMode]}, got {value!r}")
+    return names[value]
+
+
+def _random_seed() -> int:
+    return int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> np.uint64(2))
+
+
+class GenesisVectorEnv(VectorEnv):
+    """``num_envs`` Genesis envs split over worker processes (one per GPU), stepped as one batch.
+
+    Args:
+        num_envs: total number of envs, split as evenly as possible over the workers.
+        task: a registered task name (see ``gs_gym.tasks.available_tasks()``) or a ``Task`` subclass.
+        backend: ``"gpu"`` (CUDA) or ``"cpu"``; default ``"gpu"`` when CUDA is available, else ``"cpu"``.
+        num_workers: worker processes; ``0`` runs the task in this process (the reference implementation).
+            Default: one per device on ``"gpu"``, one on ``"cpu"``. Workers beyond the number of devices share
+            them round-robin.
+        devices: CUDA device indices (as this process sees them) for the workers; default every visible GPU.
+        seed: base seed: env ``g`` starts with seed ``seed + g`` (random when None). ``reset(seed=...)`` re-seeds.
+        output: ``"torch"`` (tensors on ``main_device``) or ``"numpy"`` (host arrays for CPU algorithms).
+        autoreset_mode: ``NEXT_STEP`` (default), ``SAME_STEP`` or ``DISABLED`` (see ``gymnasium.vector``).
+        task_kwargs: overrides of the task's config fields.
+        performance_mode: Genesis ``performance_mode`` (faster stepping; recompiles for every new shard size).
+        main_device: where gathered outputs live; default the first GPU on ``"gpu"``, the CPU on ``"cpu"``.
+        render_mode: one of the task's ``render_modes`` or None.
+        copy: return fresh tensors each step (True) or the env's own output buffers, overwritten by the next call.
+        check_actions: reject NaN/inf actions (costs one device sync per step on GPU).
+        build_timeout: seconds allowed for workers to start and build their scenes (first builds compile kernels).
+        step_timeout: seconds allowed for one step/reset/call before ``WorkerTimeoutError``; None waits forever.
+        forward_output: forward the workers' stdout/stderr to this process's stderr, prefixed by worker.
+    """
+
+    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+
+    def __init__(
+        self,
+        num_envs: int,
+        task: str | type[Task] = "cartpole",
+        *,
+        backend: str | None = None,
+        num_workers: int | None = None,
+        devices: Sequence[int] | None = None,
+        seed: int | None = None,
+        output: str = "torch",
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        task_kwargs: dict[str, Any] | None = None,
+        performance_mode: bool = False,
+        main_device: str | torch.device | None = None,
+        render_mode: str | None = None,
+        copy: bool = True,
+        check_actions: bool = True,
+        build_timeout: float = 1800.0,
+        step_timeout: float | None = 300.0,
+        forward_output: bool = True,
+    ) -> None:
+        self._state = _State.CLOSED  # until construction succeeds; lets close() and __del__ run on a failed init
+        self._pool: WorkerPool | InProcessPool | None = None
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+            raise ValueError(f"num_envs: expected a positive int, got {num_envs!r}")
+        backend = backend or ("gpu" if visible_gpu_count() else "cpu")
+        if backend not in _BACKENDS:
+            raise ValueError(f"backend: expected one of {list(_BACKENDS)}, got {backend!r}")
+        if output not in _OUTPUTS:
+            raise ValueError(f"output: expected one of {list(_OUTPUTS)}, got {output!r}")
+        task_class = resolve_task(task)
+        if render_mode is not None and render_mode not in task_class.render_modes:
+            raise ValueError(
+                f"render_mode: task {task_class.name!r} supports {list(task_class.render_modes)}, got {render_mode!r}"
+            )
+        config = task_class.make_config(**(task_kwargs or {}))
+        devices = self._check_devices(backend, devices)
+        if num_workers is None:
+            num_workers = len(devices) if backend == "gpu" else 1
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+            raise ValueError(f"num_workers: expected an int >= 0 (0 runs in-process), got {num_workers!r}")
+        if seed is not None:
+            seed = check_seed(seed, num_envs)
+            if not isinstance(seed, int):
+                raise TypeError(f"seed: expected an int or None, got {type(seed).__name__}")
+
+        self.num_envs = num_envs
+        self.backend = backend
+        self.num_workers = num_workers
+        self.output = output
+        self.copy = copy
+        self.check_actions = check_actions
+        self.step_timeout = step_timeout
+        self.autoreset_mode = _autoreset_mode(autoreset_mode)
+        self.render_mode = render_mode
+        self.task_class = task_class
+        self.task_config = config
+        self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": list(task_class.render_modes)}
+        single_obs, single_act = task_class.spaces(config)
+        self.single_observation_space, self.single_action_space = single_obs, single_act
+        self.observation_space = batch_space(single_obs, num_envs)
+        self.action_space = batch_space(single_act, num_envs)
+        self.env_ranges: list[EnvRange] = split_envs(num_envs, max(num_workers, 1))
+        self.main_device = torch.device(main_device or (f"cuda:{devices[0]}" if backend == "gpu" else "cpu"))
+
+        specs = [
+            ShardSpec(
+                task_class=task_class,
+                config=config,
+                num_envs=shard.count,
+                env_offset=shard.offset,
+                backend=backend,
+                autoreset_mode=self.autoreset_mode,
+                base_seed=_random_seed() if seed is None else seed,
+                performance_mode=performance_mode,
+                share_buffers=num_workers > 0,
+            )
+            for shard in self.env_ranges
+        ]
+        if num_workers == 0:
+            self._pool = InProcessPool(specs[0])
+        else:
+            launches = [
+                WorkerLaunch(
+                    label=self._worker_label(backend, devices, index),
+                    environment=self._worker_environment(backend, devices, index),
+                    shard_factory=_ShardFactory(spec),
+                )
+                for index, spec in enumerate(specs)
+            ]
+            self._pool = WorkerPool(launches, build_timeout=build_timeout, forward_output=forward_output)
+        self.worker_devices = [handshake.device for handshake in self._pool.handshakes]
+        self._shard_buffers: list[ShardBuffers] = [h.open_buffers() for h in self._pool.handshakes]
+        self._outputs = ShardBuffers.allocate(num_envs, single_obs.shape, single_act.shape, self.main_device)
+        self._all_workers = list(range(len(self._pool)))
+        self._state = _State.NEEDS_RESET
+
+    # -- construction helpers ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_devices(backend: str, devices: Sequence[int] | None) -> list[int]:
+        if backend == "cpu":
+            if devices is not None:
+                raise ValueError(f"devices: only meaningful with backend='gpu', got devices={list(devices)}")
+            return []
+        visible = visible_gpu_count()
+        if visible == 0:
+            raise ValueError("backend: 'gpu' needs a CUDA device and torch sees none; use backend='cpu'")
+        devices = list(range(visible)) if devices is None else list(devices)
+        bad = [d for d in devices if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d < visible]
+        if not devices or bad or len(set(devices)) != len(devices):
+            raise ValueError(f"devices: expected distinct CUDA indices in [0, {visible}), got {devices}")
+        return devices
+
+    @staticmethod
+    def _worker_label(backend: str, devices: list[int], index: int) -> str:
+        return "cpu" if backend == "cpu" else f"cuda:{devices[index % len(devices)]}"
+
+    @staticmethod
+    def _worker_environment(backend: str, devices: list[int], index: int) -> dict[str, str]:
+        """Variables a worker must have before CUDA starts: it sees only its GPU, as device 0."""
+        environment = {"QD_VISIBLE_DEVICE": "0"}
+        if "DISPLAY" not in os.environ:
+            environment["PYGLET_HEADLESS"] = "1"
+        if backend == "cpu":
+            environment["CUDA_VISIBLE_DEVICES"] = ""
+        else:
+            environment["CUDA_VISIBLE_DEVICES"] = f"GPU-{cuda_uuid(devices[index % len(devices)])}"
+        return environment
+
+    # -- Gymnasium API -------------------------------------------------------------------------------------------
+
+    def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None):
+        """Reset every env, or those of ``options["reset_mask"]``; returns ``(observations, {})``."""
+        self._require(_State.NEEDS_RESET, _State.READY, action="reset")
+        seeds = check_seed(seed, self.num_envs)
+        mask = check_reset_mask(options, self.num_envs)
+        requests: dict[int, tuple[Any, ...]] = {}
+        for index, shard in enumerate(self.env_ranges):
+            shard_mask = None if mask is None else mask[shard.offset : shard.stop]
+            if shard_mask is not None and not shard_mask.any():
+                continue
+            shard_seeds = seeds[shard.offset : shard.stop] if isinstance(seeds, list) else seeds
+            requests[index] = (shard_seeds, shard_mask)
+        self._run(Command.RESET, requests, "reset")
+        self._state = _State.READY
+        return self._convert(self._gather("observations")), {}
+
+    def step_async(self, actions: Any) -> None:
+        """Validate ``actions``, write them into the workers' action buffers and start the step."""
+        if self._state is _State.STEP_PENDING:
+            raise CallOrderError("step_async: a step is already pending; call step_wait() first")
+        self._require(_State.READY, action="step")
+        expected = (self.num_envs, *self.single_action_space.shape)
+        actions = as_action_tensor(actions, expected, self.check_actions)
+        for shard, buffers in zip(self.env_ranges, self._shard_buffers):
+            buffers.actions.copy_(actions[shard.offset : shard.stop], non_blocking=False)
+        self._send(Command.STEP, {index: () for index in self._all_workers})
+        self._state = _State.STEP_PENDING
+
+    def step_wait(self):
+        """Wait for the pending step; returns ``(observations, rewards, terminated, truncated, info)``."""
+        if self._state is not _State.STEP_PENDING:
+            self._require(_State.STEP_PENDING, action="step_wait")
+        self._collect(self._all_workers, "step")
+        self._state = _State.READY
+        terminated = self._gather("terminated")
+        truncated = self._gather("truncated")
+        info: dict[str, Any] = {}
+        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+            done = terminated | truncated
+            if bool(done.any()):
+                done_out = self._convert(done)
+                info = {"final_obs": self._convert(self._gather("final_observations", copy=True)),
+                        "_final_obs": done_out, "final_info": {}, "_final_info": done_out}
+        return (
+            self._convert(self._gather("observations")),
+            self._convert(self._gather("rewards")),
+            self._convert(terminated),
+            self._convert(truncated),
+            info,
+        )
+
+    def step(self, actions: Any):
+        self.step_async(actions)
+        return self.step_wait()
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call the task method ``name`` (or read the attribute) in every worker; one result per worker."""
+        return tuple(self._run(Command.CALL, {i: (name, args, kwargs) for i in self._all_workers}, f"call {name!r}"))
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """The task attribute ``name`` of every worker; one value per worker."""
+        return tuple(self._run(Command.GET_ATTR, {i: (name,) for i in self._all_workers}, f"get_attr {name!r}"))
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set the task attribute ``name`` in every worker: one value for all, or a list/tuple of one per worker."""
+        if isinstance(values, (list, tuple)):
+            if len(values) != len(self._all_workers):
+                raise ValueError(
+                    f"set_attr: expected one value per worker ({len(self._all_workers)}), got {len(values)}"
+                )
+        else:
+            values = [values] * len(self._all_workers)
+        self._run(Command.SET_ATTR, {i: (name, v) for i, v in zip(self._all_workers, values)}, f"set_attr {name!r}")
+
+    def render(self) -> tuple[Any, ...] | None:
+        if self.render_mode is None:
+            return None
+        return self.call("render")
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Release buffers, then stop the workers (join, terminate, kill). Idempotent; never raises."""
+        if self._pool is None:
+            return
+        self._state = _State.CLOSED
+        self._shard_buffers = []
+        pool, self._pool = self._pool, None
+        try:
+            pool.close()
+        except Exception:  # close must not raise; the pool already escalated to kill
+            pass
+
+    def close(self, **kwargs: Any) -> None:
+        if not self.closed:
+            self.close_extras(**kwargs)
+            self.closed = True
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # -- internals -----------------------------------------------------------------------------------------------
+
+    def _require(self, *states: _State, action: str) -> None:
+        if self._state in states:
+            return
+        if self._state is _State.CLOSED:
+            raise ClosedEnvironmentError(f"{action}: the env is closed")
+        if self._state is _State.FAILED:
+            raise EnvFailedError(f"{action}: a worker failed earlier (see the first error); close() the env")
+        if self._state is _State.NEEDS_RESET:
+            raise CallOrderError(f"{action}: call reset() before step()")
+        if self._state is _State.STEP_PENDING:
+            raise CallOrderError(f"{action}: a step is pending; call step_wait() first")
+        raise CallOrderError(f"{action}: step_wait() called without a pending step_async()")
+
+    def _send(self, command: Command, requests: dict[int, tuple[Any, ...]]) -> None:
+        assert self._pool is not None
+        try:
+            self._pool.request(command, requests)
+        except GsGymError:
+            self._state = _State.FAILED
+            raise
+
+    def _collect(self, workers: list[int], during: str) -> list[Any]:
+        assert self._pool is not None
+        try:
+            return self._pool.collect(workers, self.step_timeout, during)
+        except GsGymError:
+            self._state = _State.FAILED
+            raise
+
+    def _run(self, command: Command, requests: dict[int, tuple[Any, ...]], during: str) -> list[Any]:
+        if self._state not in (_State.NEEDS_RESET, _State.READY):
+            self._require(_State.READY, action=during)
+        self._send(command, requests)
+        return self._collect(list(requests), during)
+
+    def _gather(self, name: str, copy: bool | None = None) -> torch.Tensor:
+        """One tensor on ``main_device`` from the workers' buffers ``name``."""
+        parts = [getattr(buffers, name) for buffers in self._shard_buffers]
+        if self.copy if copy is None else copy:
+            if len(parts) == 1:
+                return parts[0].to(self.main_device, copy=True)
+            return torch.cat([part.to(self.main_device) for part in parts])
+        out = getattr(self._outputs, name)
+        for shard, part in zip(self.env_ranges, parts):
+            out[shard.offset : shard.stop].copy_(part)
+        return out
+
+    def _convert(self, tensor: torch.Tensor) -> torch.Tensor | np.ndarray:
+        return tensor.cpu().numpy() if self.output == "numpy" else tensor
+
+
+class _ShardFactory:
+    """Builds the ``EnvShard`` of one worker; cloudpickled into the worker process."""
+
+    def __init__(self, spec: ShardSpec) -> None:
+        self.spec = spec
+
+    def __call__(self) -> EnvShard:
+        return EnvShard(self.spec)

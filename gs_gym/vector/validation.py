@@ -1,0 +1,80 @@
+"""Checks on user input, done in the parent before anything is sent, so a rejected call changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+Seeds = int | list[int | None] | None
+
+
+def as_action_tensor(actions: Any, expected_shape: tuple[int, ...], check_finite: bool) -> torch.Tensor:
+    """Return ``actions`` as a float32 tensor (on its own device) after checking type, shape, dtype and values."""
+    if isinstance(actions, (list, tuple)):
+        actions = np.asarray(actions)
+    if isinstance(actions, np.ndarray):
+        if not (np.issubdtype(actions.dtype, np.floating) or np.issubdtype(actions.dtype, np.integer)):
+            raise ValueError(f"actions: expected a real-valued array, got dtype {actions.dtype}")
+        actions = torch.from_numpy(np.ascontiguousarray(actions))
+    elif not isinstance(actions, torch.Tensor):
+        raise TypeError(f"actions: expected a torch.Tensor or numpy.ndarray, got {type(actions).__name__}")
+    if actions.dtype == torch.bool or actions.is_complex():
+        raise ValueError(f"actions: expected a real-valued tensor, got dtype {actions.dtype}")
+    if tuple(actions.shape) != expected_shape:
+        raise ValueError(f"actions: expected shape {expected_shape}, got {tuple(actions.shape)}")
+    actions = actions.to(torch.float32)
+    if check_finite and not bool(torch.isfinite(actions).all()):
+        bad = (~torch.isfinite(actions)).reshape(actions.shape[0], -1).any(dim=1).nonzero().flatten().tolist()
+        raise ValueError(f"actions: expected finite values, got NaN or inf for env(s) {bad[:10]}")
+    return actions
+
+
+def check_seed(seed: Any, num_envs: int) -> Seeds:
+    """Accept None, a non-negative int, or a list of ``num_envs`` non-negative ints / None."""
+    if seed is None:
+        return None
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        if seed < 0:
+            raise ValueError(f"seed: expected a non-negative int, got {seed}")
+        return int(seed)
+    if isinstance(seed, Sequence) and not isinstance(seed, str):
+        if len(seed) != num_envs:
+            raise ValueError(f"seed: expected a list of num_envs={num_envs} seeds, got length {len(seed)}")
+        checked: list[int | None] = []
+        for value in seed:
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0):
+                raise ValueError(f"seed: expected non-negative ints or None in the list, got {value!r}")
+            checked.append(None if value is None else int(value))
+        return checked
+    raise TypeError(f"seed: expected None, an int or a list of ints, got {type(seed).__name__}")
+
+
+def check_reset_mask(options: dict[str, Any] | None, num_envs: int) -> np.ndarray | None:
+    """The ``reset_mask`` of ``options`` as a host bool array, or None when absent; other keys are refused."""
+    if options is None:
+        return None
+    if not isinstance(options, dict):
+        raise TypeError(f"options: expected a dict or None, got {type(options).__name__}")
+    unknown = sorted(set(options) - {"reset_mask"})
+    if unknown:
+        raise ValueError(f"options: unknown key(s) {unknown}; expected only 'reset_mask'")
+    if "reset_mask" not in options:
+        return None
+    mask = options["reset_mask"]
+    if isinstance(mask, torch.Tensor):
+        if mask.dtype != torch.bool:
+            raise TypeError(f"options['reset_mask']: expected dtype torch.bool, got {mask.dtype}")
+        mask = mask.detach().cpu().numpy()
+    elif isinstance(mask, np.ndarray):
+        if mask.dtype != np.bool_:
+            raise TypeError(f"options['reset_mask']: expected dtype bool, got {mask.dtype}")
+    else:
+        raise TypeError(f"options['reset_mask']: expected a numpy or torch bool array, got {type(mask).__name__}")
+    if mask.shape != (num_envs,):
+        raise ValueError(f"options['reset_mask']: expected shape ({num_envs},), got {mask.shape}")
+    if not mask.any():
+        raise ValueError("options['reset_mask']: expected at least one True entry, got none")
+    return mask.copy()
