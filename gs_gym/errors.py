@@ -24,12 +24,16 @@ class RemoteTraceback(Exception):
 
 
 class WorkerError(GsGymError):
-    """An exception raised inside a worker process (or in the in-process shard)."""
+    """An exception raised inside a worker process (or in the in-process shard).
 
-    def __init__(self, message: str, *, worker: int, device: str) -> None:
+    ``remote_type`` names the worker's exception class (``"AttributeError"``, ...) when there was one.
+    """
+
+    def __init__(self, message: str, *, worker: int, device: str, remote_type: str | None = None) -> None:
         super().__init__(f"worker {worker} ({device}): {message}")
         self.worker = worker
         self.device = device
+        self.remote_type = remote_type
 
 
 class BuildError(WorkerError):

@@ -131,14 +131,15 @@ class WorkerPool:
                 raise worker.crashed(command.name) from error
 
     def collect(self, indices: Sequence[int], timeout: float | None, during: str) -> list[Any]:
-        """Wait for the replies of ``indices`` (in that order); raise the first failure once all are in."""
+        """Wait for the replies of ``indices`` (in that order); once all are in, raise the failure of the lowest
+        worker index, if any (crashes and timeouts raise at once)."""
         return self._collect_replies(indices, timeout, during, expected_seq=None)
 
     def _collect_replies(self, indices: Sequence[int], timeout: float | None, during: str, expected_seq: int | None):
         deadline = None if timeout is None else time.monotonic() + timeout
         pending = {index: self._workers[index] for index in indices}
         values: dict[int, Any] = {}
-        first_error: WorkerError | None = None
+        errors: dict[int, WorkerError] = {}
         while pending:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             waitables: dict[Any, _Worker] = {}
@@ -166,16 +167,18 @@ class WorkerPool:
                     raise GsGymError(f"worker {worker.index}: reply {reply.seq} does not answer request {seq}")
                 if isinstance(reply, Ok):
                     values[worker.index] = reply.value
-                elif first_error is None:
-                    first_error = self._error_from(worker, reply, during)
-        if first_error is not None:
-            raise first_error
+                else:
+                    errors[worker.index] = self._error_from(worker, reply, during)
+        if errors:
+            raise errors[min(errors)]
         return [values[index] for index in indices]
 
     @staticmethod
     def _error_from(worker: _Worker, reply: Err, during: str) -> WorkerError:
         error_class = BuildError if reply.kind == ErrorKind.BUILD else WorkerError
-        error = error_class(f"{reply.message} (during {during})", worker=worker.index, device=worker.label)
+        error = error_class(
+            f"{reply.message} (during {during})", worker=worker.index, device=worker.label, remote_type=reply.error_type
+        )
         error.__cause__ = RemoteTraceback(reply.traceback)
         if reply.kind == ErrorKind.BUILD:
             worker.alive = False

@@ -45,6 +45,7 @@ class Ok:
 class Err:
     seq: int
     kind: ErrorKind
+    error_type: str
     message: str
     traceback: str
 
@@ -52,7 +53,7 @@ class Err:
     def from_exception(cls, seq: int, kind: ErrorKind, error: BaseException) -> Err:
         """Capture ``error`` with its formatted traceback (exceptions themselves may not pickle)."""
         formatted = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-        return cls(seq, kind, f"{type(error).__name__}: {error}", formatted)
+        return cls(seq, kind, type(error).__name__, f"{type(error).__name__}: {error}", formatted)
 
 
 Reply = Ok | Err

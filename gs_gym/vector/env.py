@@ -13,7 +13,7 @@ from gymnasium.error import ClosedEnvironmentError
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from gs_gym.errors import CallOrderError, EnvFailedError, GsGymError
+from gs_gym.errors import CallOrderError, EnvFailedError, GsGymError, WorkerCrashedError, WorkerTimeoutError
 from gs_gym.tasks import Task, resolve_task
 from gs_gym.transport.devices import cuda_uuid, visible_gpu_count
 from gs_gym.transport.pool import WorkerLaunch, WorkerPool
@@ -38,7 +38,7 @@ class _State(enum.Enum):
 def _autoreset_mode(value: AutoresetMode | str) -> AutoresetMode:
     if isinstance(value, AutoresetMode):
         return value
-    names = {mode.value: mode for mode in AutoresetMode} | {mode.name: mode for mode in AutoresetMode}
+    names = {spelling: mode for mode in AutoresetMode for spelling in (mode.value, mode.name, mode.name.lower())}
     if value not in names:
         raise ValueError(f"autoreset_mode: expected one of {[m.value for m in AutoresetMode]}, got {value!r}")
     return names[value]
@@ -264,22 +264,28 @@ class GenesisVectorEnv(VectorEnv):
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call the task method ``name`` (or read the attribute) in every worker; one result per worker."""
-        return tuple(self._run(Command.CALL, {i: (name, args, kwargs) for i in self._all_workers}, f"call {name!r}"))
+        return self.call_workers(None, name, *args, **kwargs)
 
-    def get_attr(self, name: str) -> tuple[Any, ...]:
-        """The task attribute ``name`` of every worker; one value per worker."""
-        return tuple(self._run(Command.GET_ATTR, {i: (name,) for i in self._all_workers}, f"get_attr {name!r}"))
+    def call_workers(self, workers: Sequence[int] | None, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """``call`` on the given worker indices only (all when None); one result per worker asked."""
+        requests = {i: (name, args, kwargs) for i in self._worker_indices(workers)}
+        return tuple(self._run(Command.CALL, requests, f"call {name!r}"))
 
-    def set_attr(self, name: str, values: Any) -> None:
-        """Set the task attribute ``name`` in every worker: one value for all, or a list/tuple of one per worker."""
+    def get_attr(self, name: str, workers: Sequence[int] | None = None) -> tuple[Any, ...]:
+        """The task attribute ``name`` of every worker (or of ``workers``); one value per worker."""
+        requests = {i: (name,) for i in self._worker_indices(workers)}
+        return tuple(self._run(Command.GET_ATTR, requests, f"get_attr {name!r}"))
+
+    def set_attr(self, name: str, values: Any, workers: Sequence[int] | None = None) -> None:
+        """Set the existing task attribute ``name`` in every worker (or in ``workers``): one value for all, or a
+        list/tuple of one value per worker."""
+        indices = self._worker_indices(workers)
         if isinstance(values, (list, tuple)):
-            if len(values) != len(self._all_workers):
-                raise ValueError(
-                    f"set_attr: expected one value per worker ({len(self._all_workers)}), got {len(values)}"
-                )
+            if len(values) != len(indices):
+                raise ValueError(f"set_attr: expected one value per worker ({len(indices)}), got {len(values)}")
         else:
-            values = [values] * len(self._all_workers)
-        self._run(Command.SET_ATTR, {i: (name, v) for i, v in zip(self._all_workers, values)}, f"set_attr {name!r}")
+            values = [values] * len(indices)
+        self._run(Command.SET_ATTR, {i: (name, v) for i, v in zip(indices, values)}, f"set_attr {name!r}")
 
     def render(self) -> tuple[Any, ...] | None:
         if self.render_mode is None:
@@ -324,6 +330,14 @@ class GenesisVectorEnv(VectorEnv):
             raise CallOrderError(f"{action}: a step is pending; call step_wait() first")
         raise CallOrderError(f"{action}: step_wait() called without a pending step_async()")
 
+    def _worker_indices(self, workers: Sequence[int] | None) -> list[int]:
+        if workers is None:
+            return self._all_workers
+        indices = list(workers)
+        if not indices or any(i not in self._all_workers for i in indices) or len(set(indices)) != len(indices):
+            raise ValueError(f"workers: expected distinct indices in [0, {len(self._all_workers)}), got {indices}")
+        return indices
+
     def _send(self, command: Command, requests: dict[int, tuple[Any, ...]]) -> None:
         assert self._pool is not None
         try:
@@ -332,19 +346,25 @@ class GenesisVectorEnv(VectorEnv):
             self._state = _State.FAILED
             raise
 
-    def _collect(self, workers: list[int], during: str) -> list[Any]:
+    def _collect(self, workers: list[int], during: str, *, exception_fails_env: bool = True) -> list[Any]:
+        """Wait for ``workers``. A crash or timeout always leaves the env FAILED; an exception raised by a command
+        does so only when it may have left shards out of step with each other (step, reset)."""
         assert self._pool is not None
         try:
             return self._pool.collect(workers, self.step_timeout, during)
-        except GsGymError:
+        except (WorkerCrashedError, WorkerTimeoutError):
             self._state = _State.FAILED
+            raise
+        except GsGymError:
+            if exception_fails_env:
+                self._state = _State.FAILED
             raise
 
     def _run(self, command: Command, requests: dict[int, tuple[Any, ...]], during: str) -> list[Any]:
         if self._state not in (_State.NEEDS_RESET, _State.READY):
             self._require(_State.READY, action=during)
         self._send(command, requests)
-        return self._collect(list(requests), during)
+        return self._collect(list(requests), during, exception_fails_env=command == Command.RESET)
 
     def _gather(self, name: str, copy: bool | None = None) -> torch.Tensor:
         """One tensor on ``main_device`` from the workers' buffers ``name``."""

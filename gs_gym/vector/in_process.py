@@ -50,7 +50,8 @@ class InProcessPool:
         for ok, value in results:
             if not ok:
                 message = f"{type(value).__name__}: {value} (during {during})"
-                raise WorkerError(message, worker=0, device=str(self.shard.device)) from value
+                device = str(self.shard.device)
+                raise WorkerError(message, worker=0, device=device, remote_type=type(value).__name__) from value
             values.append(value)
         return values
 

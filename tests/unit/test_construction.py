@@ -1,0 +1,43 @@
+"""Arguments are checked before any worker starts or any scene is built (these tests never import Genesis)."""
+
+import re
+import sys
+
+import pytest
+
+from gs_gym import GenesisVectorEnv
+from gs_gym.tasks import available_tasks
+from gs_gym.tasks.cartpole import CartPole
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"num_envs": 0}, ValueError, "num_envs: expected a positive int, got 0"),
+        ({"num_envs": 4, "backend": "tpu"}, ValueError, "backend: expected one of ['gpu', 'cpu'], got 'tpu'"),
+        ({"num_envs": 4, "backend": "cpu", "output": "jax"}, ValueError,
+         "output: expected one of ['torch', 'numpy'], got 'jax'"),
+        ({"num_envs": 4, "task": "pong"}, ValueError, "task: unknown task 'pong'; expected one of ['cartpole']"),
+        ({"num_envs": 4, "backend": "cpu", "task_kwargs": {"pole_lenght": 2.0}}, ValueError,
+         "task_kwargs: unknown option(s) ['pole_lenght'] for task 'cartpole'; expected some of "
+         f"{sorted(f for f in CartPole.config_class.__dataclass_fields__)}"),
+        ({"num_envs": 4, "backend": "cpu", "num_workers": -1}, ValueError,
+         "num_workers: expected an int >= 0 (0 runs in-process), got -1"),
+        ({"num_envs": 2, "backend": "cpu", "num_workers": 3}, ValueError,
+         "num_envs: expected at least one env per worker (3 workers), got 2"),
+        ({"num_envs": 4, "backend": "cpu", "devices": [0]}, ValueError,
+         "devices: only meaningful with backend='gpu', got devices=[0]"),
+        ({"num_envs": 4, "backend": "cpu", "render_mode": "human"}, ValueError,
+         "render_mode: task 'cartpole' supports [], got 'human'"),
+        ({"num_envs": 4, "backend": "cpu", "autoreset_mode": "sometimes"}, ValueError,
+         "autoreset_mode: expected one of ['NextStep', 'SameStep', 'Disabled'], got 'sometimes'"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, error, message):
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        GenesisVectorEnv(**kwargs)
+    assert "genesis" not in sys.modules
+
+
+def test_cartpole_is_registered():
+    assert "cartpole" in available_tasks()
