@@ -71,6 +71,7 @@ class GenesisVectorEnv(VectorEnv):
         build_timeout: seconds allowed for workers to start and build their scenes (first builds compile kernels).
         step_timeout: seconds allowed for one step/reset/call before ``WorkerTimeoutError``; None waits forever.
         forward_output: forward the workers' stdout/stderr to this process's stderr, prefixed by worker.
+        host_buffers: exchange data through host shared memory even on GPUs (for comparison; slower).
     """
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
@@ -95,6 +96,7 @@ class GenesisVectorEnv(VectorEnv):
         build_timeout: float = 1800.0,
         step_timeout: float | None = 300.0,
         forward_output: bool = True,
+        host_buffers: bool = False,
     ) -> None:
         self._state = _State.CLOSED  # until construction succeeds; lets close() and __del__ run on a failed init
         self._pool: WorkerPool | InProcessPool | None = None
@@ -151,6 +153,7 @@ class GenesisVectorEnv(VectorEnv):
                 base_seed=_random_seed() if seed is None else seed,
                 performance_mode=performance_mode,
                 share_buffers=num_workers > 0,
+                host_buffers=host_buffers,
             )
             for shard in self.env_ranges
         ]
@@ -167,6 +170,7 @@ class GenesisVectorEnv(VectorEnv):
             ]
             self._pool = WorkerPool(launches, build_timeout=build_timeout, forward_output=forward_output)
         self.worker_devices = [handshake.device for handshake in self._pool.handshakes]
+        self.worker_gpu_uuids = [handshake.gpu_uuid for handshake in self._pool.handshakes]
         self._shard_buffers: list[ShardBuffers] = [h.open_buffers() for h in self._pool.handshakes]
         self._outputs = ShardBuffers.allocate(num_envs, single_obs.shape, single_act.shape, self.main_device)
         self._all_workers = list(range(len(self._pool)))

@@ -16,6 +16,7 @@ from gs_gym.vector.shard import EnvShard, ShardBuffers, ShardSpec
 class LocalHandshake:
     buffers: ShardBuffers
     device: str
+    gpu_uuid: str | None = None
 
     def open_buffers(self) -> ShardBuffers:
         return self.buffers

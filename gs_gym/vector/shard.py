@@ -36,6 +36,8 @@ class ShardSpec:
     performance_mode: bool = False
     share_buffers: bool = False
     """Put CPU buffers in shared memory (worker processes); the in-process shard does not need it."""
+    host_buffers: bool = False
+    """Keep the buffers in host memory even when the simulation runs on a GPU (one copy each way per step)."""
 
 
 @dataclasses.dataclass
@@ -93,7 +95,8 @@ class EnvShard:
         self.task = spec.task_class(spec.config, spec.num_envs, self.device)
         self.task.build()
         obs_space, act_space = spec.task_class.spaces(spec.config)
-        self.buffers = ShardBuffers.allocate(spec.num_envs, obs_space.shape, act_space.shape, self.device)
+        buffer_device = torch.device("cpu") if spec.host_buffers else self.device
+        self.buffers = ShardBuffers.allocate(spec.num_envs, obs_space.shape, act_space.shape, buffer_device)
         if spec.share_buffers:
             for tensor in self.buffers.tensors().values():
                 make_shareable(tensor)
@@ -141,7 +144,7 @@ class EnvShard:
     def step(self) -> None:
         """Apply ``buffers.actions``, advance one control step and write the results under the autoreset mode."""
         task, buffers, mode = self.task, self.buffers, self.spec.autoreset_mode
-        task.apply_actions(buffers.actions)
+        task.apply_actions(buffers.actions.to(self.device))
         task.simulate()
         self._episode_steps += 1
         pending = self._needs_reset.clone() if mode == AutoresetMode.NEXT_STEP else None

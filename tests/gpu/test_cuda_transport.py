@@ -1,0 +1,109 @@
+"""The CUDA IPC path on a real GPU (skipped without CUDA): run on the lent H200 with ``pytest tests/gpu``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from gs_gym import GenesisVectorEnv
+from gs_gym.transport.devices import cuda_uuid
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+NUM_ENVS = 64
+KWARGS = dict(task="cartpole", backend="gpu", seed=0, task_kwargs={"max_episode_steps": 50})
+
+
+@pytest.fixture(scope="module")
+def envs():
+    built = {
+        "in-process": GenesisVectorEnv(NUM_ENVS, num_workers=0, **KWARGS),
+        "1 worker": GenesisVectorEnv(NUM_ENVS, num_workers=1, **KWARGS),
+        "2 workers on GPU 0": GenesisVectorEnv(NUM_ENVS, num_workers=2, devices=[0], **KWARGS),
+    }
+    yield built
+    for env in built.values():
+        env.close()
+
+
+def rollout(env, steps=120):
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    obs, _ = env.reset(seed=3)
+    out = [obs]
+    for _ in range(steps):
+        actions = torch.rand(NUM_ENVS, 1, device="cuda", generator=generator) * 2 - 1
+        obs, rewards, terminated, truncated, _ = env.step(actions)
+        out += [obs, rewards, terminated.float(), truncated.float()]
+    return torch.stack([t.reshape(NUM_ENVS, -1).sum(1) for t in out])
+
+
+def test_workers_match_the_in_process_env(envs):
+    reference = rollout(envs["in-process"])
+    for name in ("1 worker", "2 workers on GPU 0"):
+        torch.testing.assert_close(rollout(envs[name]), reference, atol=1e-4, rtol=1e-4, msg=name)
+
+
+def test_outputs_live_on_the_main_gpu(envs):
+    obs, _ = envs["1 worker"].reset(seed=0)
+    assert obs.device == torch.device("cuda:0")
+    rewards = envs["1 worker"].step(torch.zeros(NUM_ENVS, 1, device="cuda"))[1]
+    assert rewards.device == torch.device("cuda:0")
+
+
+def test_two_workers_share_gpu_0_with_distinct_shards(envs):
+    env = envs["2 workers on GPU 0"]
+    assert env.worker_devices == ["cuda:0", "cuda:0"]
+    assert [(r.offset, r.count) for r in env.env_ranges] == [(0, 32), (32, 32)]
+    pids = [w.process.pid for w in env._pool._workers]
+    assert len(set(pids)) == 2
+    obs, _ = env.reset(seed=0)
+    reference, _ = envs["in-process"].reset(seed=0)
+    torch.testing.assert_close(obs, reference)  # each half comes from its own worker, in order
+    assert not torch.equal(obs[:32], obs[32:])
+
+
+def test_buffers_are_mapped_by_uuid(envs):
+    env = envs["1 worker"]
+    assert env.worker_gpu_uuids == [cuda_uuid(0)]
+    for tensor in env._shard_buffers[0].tensors().values():
+        assert tensor.device == torch.device("cuda:0")
+
+
+def test_gpu_memory_is_flat_over_10000_steps(envs):
+    env = envs["1 worker"]
+    env.reset(seed=0)
+    actions = torch.zeros(NUM_ENVS, 1, device="cuda")
+    for _ in range(500):
+        env.step(actions)
+    torch.cuda.synchronize()
+    free_before, allocated_before = torch.cuda.mem_get_info()[0], torch.cuda.memory_allocated()
+    for _ in range(10_000):
+        env.step(actions)
+    torch.cuda.synchronize()
+    free_after, allocated_after = torch.cuda.mem_get_info()[0], torch.cuda.memory_allocated()
+    assert allocated_after == allocated_before
+    assert abs(free_before - free_after) < 8 * 2**20  # device-wide, the worker's memory included
+
+
+def test_close_is_clean():
+    script = textwrap.dedent(
+        """
+        import torch
+        from gs_gym import GenesisVectorEnv
+        if __name__ == "__main__":
+            env = GenesisVectorEnv(16, "cartpole", backend="gpu", num_workers=1, seed=0)
+            env.reset(seed=0)
+            for _ in range(10):
+                obs, *_ = env.step(torch.zeros(16, 1, device="cuda"))
+            env.close()
+            print("closed", obs.shape[0])
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == "closed 16"
+    assert "Producer process has been terminated" not in result.stderr
