@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import time
@@ -70,6 +71,15 @@ def vector_env(n_envs: int, task_kwargs: dict, **kwargs):
     return env.step, env.close
 
 
+def write_json(args: argparse.Namespace, rows: list[dict]) -> None:
+    result = {"machine": {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+                          "python": platform.python_version(), "cpu_count": os.cpu_count()},
+              "task": "cartpole", "settings": {"seconds": args.seconds, "repeats": args.repeats,
+                                               "copy": False, "check_actions": False}, "rows": rows}
+    with open(args.out, "w") as handle:
+        json.dump(result, handle, indent=1)
+
+
 CONFIGS = {
     "A raw task": lambda n, kw: raw_task(n, kw),
     "B in-process env": lambda n, kw: vector_env(n, kw, num_workers=0),
@@ -100,12 +110,7 @@ def main() -> None:
                          "env_steps_per_s": n_envs / median, "repeats_us": [s * 1e6 for s in per_step]})
             print(f"{name:26s} n_envs={n_envs:6d} {median * 1e6:9.1f} us/step {n_envs / median:14,.0f} env-steps/s",
                   flush=True)
-    result = {"machine": {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-                          "python": platform.python_version(), "cpu_count": __import__("os").cpu_count()},
-              "task": "cartpole", "settings": {"seconds": args.seconds, "repeats": args.repeats,
-                                               "copy": False, "check_actions": False}, "rows": rows}
-    with open(args.out, "w") as handle:
-        json.dump(result, handle, indent=1)
+            write_json(args, rows)  # after every row, so that a run cut short keeps what it measured
     print("\n| n_envs | " + " | ".join(CONFIGS) + " | C vs A | C/D |")
     print("|---:|" + "---:|" * (len(CONFIGS) + 2))
     for n_envs in args.n_envs:
