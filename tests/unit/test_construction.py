@@ -17,7 +17,7 @@ from gs_gym.tasks.cartpole import CartPole
         ({"num_envs": 4, "backend": "tpu"}, ValueError, "backend: expected one of ['gpu', 'cpu'], got 'tpu'"),
         ({"num_envs": 4, "backend": "cpu", "output": "jax"}, ValueError,
          "output: expected one of ['torch', 'numpy'], got 'jax'"),
-        ({"num_envs": 4, "task": "pong"}, ValueError, "task: unknown task 'pong'; expected one of ['cartpole']"),
+        ({"num_envs": 4, "task": "pong"}, ValueError, f"task: unknown task 'pong'; expected one of {available_tasks()}"),
         ({"num_envs": 4, "backend": "cpu", "task_kwargs": {"pole_lenght": 2.0}}, ValueError,
          "task_kwargs: unknown option(s) ['pole_lenght'] for task 'cartpole'; expected some of "
          f"{sorted(f for f in CartPole.config_class.__dataclass_fields__)}"),
