@@ -20,7 +20,8 @@ final summary states the trained return against it. Outputs in ``--out-dir`` (de
     python examples/train_ppo.py                         # cartpole, 64 envs, CPU unless CUDA is available
     python examples/train_ppo.py --seed 2 --num-envs 32 --task-kwargs '{"max_episode_steps": 200}'
 
-``train(args)`` is importable; ``parse_args([...])`` builds its argument namespace.
+``train(args)`` is importable; ``parse_args([...])`` builds its argument namespace. ``compute_gae``, ``ppo_loss`` and
+``RunningMeanStd.update_from_moments`` are the pieces ``ddp_ppo.py`` reuses.
 """
 
 from __future__ import annotations
@@ -139,13 +140,14 @@ class RunningMeanStd:
 
     def update(self, batch: torch.Tensor) -> None:
         batch = batch.to(torch.float64)
-        n = batch.shape[0]
-        batch_mean = batch.mean(dim=0)
-        batch_var = batch.var(dim=0, unbiased=False)
-        delta = batch_mean - self.mean
-        total = self.count + n
-        self.mean = self.mean + delta * (n / total)
-        m2 = self.var * self.count + batch_var * n + delta.square() * (self.count * n / total)
+        self.update_from_moments(batch.mean(dim=0), batch.var(dim=0, unbiased=False), batch.shape[0])
+
+    def update_from_moments(self, mean: torch.Tensor, var: torch.Tensor, count: int | torch.Tensor) -> None:
+        """Merge in a batch given by its ``mean``, biased ``var`` (float64) and row ``count`` (int or 0-d tensor)."""
+        delta = mean - self.mean
+        total = self.count + count
+        self.mean = self.mean + delta * (count / total)
+        m2 = self.var * self.count + var * count + delta.square() * (self.count * count / total)
         self.var = m2 / total
         self.count = total
 
@@ -223,6 +225,53 @@ class Agent(nn.Module):
         if action is None:
             action = dist.sample()
         return action, dist.log_prob(action).sum(-1), dist.entropy().sum(-1), self.get_value(obs)
+
+
+# -- PPO math --------------------------------------------------------------------------------------------------------
+
+
+def compute_gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, next_value: torch.Tensor,
+                gamma: float, gae_lambda: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Advantages and returns of a ``(num_steps, num_envs)`` rollout; ``dones[t]``: the obs after step t is new.
+
+    ``next_value`` is the value of the observation after the last step; call under ``torch.no_grad()``.
+    """
+    advantages = torch.zeros_like(rewards)
+    last_gae = torch.zeros_like(next_value)
+    for t in reversed(range(rewards.shape[0])):
+        following = next_value if t == rewards.shape[0] - 1 else values[t + 1]
+        nonterminal = 1.0 - dones[t]  # done at t: the next stored obs starts a new episode
+        delta = rewards[t] + gamma * following * nonterminal - values[t]
+        last_gae = delta + gamma * gae_lambda * nonterminal * last_gae
+        advantages[t] = last_gae
+    return advantages, advantages + values
+
+
+def ppo_loss(policy, args: argparse.Namespace, obs: torch.Tensor, actions: torch.Tensor, logprobs: torch.Tensor,
+             advantages: torch.Tensor, returns: torch.Tensor, values: torch.Tensor):
+    """Clipped PPO loss of one minibatch; ``(loss, pg_loss, v_loss, entropy, approx_kl, clipfrac)``.
+
+    ``policy(obs, actions)`` returns ``Agent.get_action_and_value``'s tuple (the agent's method, or a DDP module
+    wrapping it). ``args`` supplies ``clip_coef``, ``norm_adv``, ``clip_vloss``, ``ent_coef`` and ``vf_coef``;
+    ``logprobs``, ``returns`` and ``values`` are the rollout's, ``advantages`` unnormalized.
+    """
+    _, newlogprob, entropy, newvalue = policy(obs, actions)
+    logratio = newlogprob - logprobs
+    ratio = logratio.exp()
+    with torch.no_grad():
+        approx_kl = ((ratio - 1) - logratio).mean()
+        clipfrac = ((ratio - 1.0).abs() > args.clip_coef).float().mean()
+    if args.norm_adv:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    pg_loss = torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)).mean()
+    if args.clip_vloss:
+        v_clipped = values + (newvalue - values).clamp(-args.clip_coef, args.clip_coef)
+        v_loss = 0.5 * torch.max((newvalue - returns).square(), (v_clipped - returns).square()).mean()
+    else:
+        v_loss = 0.5 * (newvalue - returns).square().mean()
+    entropy = entropy.mean()
+    loss = pg_loss - args.ent_coef * entropy + args.vf_coef * v_loss
+    return loss, pg_loss, v_loss, entropy, approx_kl, clipfrac
 
 
 # -- episode statistics ----------------------------------------------------------------------------------------------
@@ -431,16 +480,8 @@ def _train(args: argparse.Namespace, envs, out_dir: Path, start: float) -> dict[
 
         # -- GAE --------------------------------------------------------------------------------------------------
         with torch.no_grad():
-            next_value = agent.get_value(next_obs)
-            advantages = torch.zeros_like(rewards_buf)
-            last_gae = torch.zeros(num_envs, device=device)
-            for t in reversed(range(num_steps)):
-                following = next_value if t == num_steps - 1 else values_buf[t + 1]
-                nonterminal = 1.0 - dones_buf[t]  # done at t: the next stored obs starts a new episode
-                delta = rewards_buf[t] + args.gamma * following * nonterminal - values_buf[t]
-                last_gae = delta + args.gamma * args.gae_lambda * nonterminal * last_gae
-                advantages[t] = last_gae
-            returns = advantages + values_buf
+            advantages, returns = compute_gae(rewards_buf, values_buf, dones_buf, agent.get_value(next_obs),
+                                              args.gamma, args.gae_lambda)
 
         # -- PPO update -------------------------------------------------------------------------------------------
         b_obs = obs_buf.reshape(batch_size, *obs_shape)
@@ -454,29 +495,11 @@ def _train(args: argparse.Namespace, envs, out_dir: Path, start: float) -> dict[
             order = torch.randperm(batch_size, device=device)
             for begin in range(0, batch_size, minibatch_size):
                 mb = order[begin : begin + minibatch_size]
-                _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb], b_actions[mb])
-                logratio = newlogprob - b_logprobs[mb]
-                ratio = logratio.exp()
-                with torch.no_grad():
-                    approx_kl = ((ratio - 1) - logratio).mean()
-                    clipfracs.append(((ratio - 1.0).abs() > args.clip_coef).float().mean())
-
-                mb_adv = b_advantages[mb]
-                if args.norm_adv:
-                    mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
-                pg_loss = torch.max(
-                    -mb_adv * ratio, -mb_adv * ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)
-                ).mean()
-
-                if args.clip_vloss:
-                    v_unclipped = (newvalue - b_returns[mb]).square()
-                    v_clipped = b_values[mb] + (newvalue - b_values[mb]).clamp(-args.clip_coef, args.clip_coef)
-                    v_loss = 0.5 * torch.max(v_unclipped, (v_clipped - b_returns[mb]).square()).mean()
-                else:
-                    v_loss = 0.5 * (newvalue - b_returns[mb]).square().mean()
-                entropy_loss = entropy.mean()
-                loss = pg_loss - args.ent_coef * entropy_loss + args.vf_coef * v_loss
-
+                loss, pg_loss, v_loss, entropy_loss, approx_kl, clipfrac = ppo_loss(
+                    agent.get_action_and_value, args, b_obs[mb], b_actions[mb], b_logprobs[mb], b_advantages[mb],
+                    b_returns[mb], b_values[mb],
+                )
+                clipfracs.append(clipfrac)
                 optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)

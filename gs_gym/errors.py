@@ -52,8 +52,12 @@ class WorkerTimeoutError(WorkerError):
     """A worker did not answer within the configured timeout."""
 
 
+class NonFiniteObservationError(GsGymError):
+    """A shard observed NaN or inf (the simulation state diverged); the message names the envs by global index."""
+
+
 class EnvFailedError(GsGymError):
-    """The env is unusable after an earlier worker failure; only ``close()`` is allowed."""
+    """The env is unusable after an earlier worker failure (or an interrupted wait); only ``close()`` is allowed."""
 
 
 class CallOrderError(GsGymError):

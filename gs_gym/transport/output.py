@@ -46,7 +46,7 @@ class OutputPump:
             for line in text:
                 sys.stderr.write(f"{self._prefix}{line}\n")
 
-    def tail(self, wait: float = 0.5) -> list[str]:
+    def tail(self, wait: float = 1.0) -> list[str]:
         """The last lines the worker wrote (waits briefly for a dead worker's pipe to drain)."""
         self._thread.join(wait)
         with self._lock:

@@ -60,12 +60,22 @@ def describe_exit(exitcode: int | None) -> str:
 
 
 class _Worker:
+    """One worker process, its pipes and what the parent knows of its state."""
+
     def __init__(self, index: int, launch: WorkerLaunch, ctx: Any, forward_output: bool) -> None:
         self.index = index
         self.label = launch.label
         self.conn, child_conn = ctx.Pipe()
         output_reader, output_writer = ctx.Pipe(duplex=False)
-        spec = WorkerSpec(index, launch.environment, cloudpickle.dumps(launch.shard_factory), os.getpid())
+        spec = WorkerSpec(
+            index,
+            launch.environment,
+            cloudpickle.dumps(launch.shard_factory),
+            os.getpid(),
+            # the kernel's parent-death signal follows the *thread* that started the child: only ask for it when
+            # that thread is the main thread, or workers started from a short-lived thread would die with it
+            parent_death_signal=threading.current_thread() is threading.main_thread(),
+        )
         self.process = ctx.Process(
             target=worker_main, args=(child_conn, output_writer, spec), name=f"gs_gym-worker-{index}", daemon=True
         )
@@ -76,6 +86,11 @@ class _Worker:
         self.output = OutputPump(output_reader, f"[gs_gym worker {index}] ", forward_output)
         self.seq = 0
         self.alive = True
+        """False once the worker is known dead, or unusable (a build error)."""
+        self.built = False
+        """Its handshake came: it serves requests (until then it could not read a CLOSE)."""
+        self.hung = False
+        """It let a timeout pass: close() terminates it without asking first."""
 
     def send(self, command: Command, args: tuple[Any, ...]) -> int:
         self.seq += 1
@@ -95,9 +110,27 @@ class _Worker:
             exitcode=exitcode,
         )
 
+    def stop(self, timeout: float) -> None:
+        """Join the process for ``timeout`` s, then terminate and kill it if need be; release the pipes."""
+        self.process.join(max(0.0, timeout))
+        for stop in (self.process.terminate, self.process.kill):
+            if self.process.is_alive():
+                with contextlib.suppress(Exception):
+                    stop()
+                self.process.join(1.0)
+        self.alive = False
+        with contextlib.suppress(Exception):
+            self.conn.close()
+        self.output.close()
+
 
 class WorkerPool:
-    """Worker processes, each serving one shard; ``request`` then ``collect`` runs one command on several."""
+    """Worker processes, each serving one shard; ``request`` then ``collect`` runs one command on several.
+
+    ``crashed``: ``request`` and ``collect`` raise ``WorkerCrashedError`` as soon as a worker is found dead, unless
+    the caller passes a dict, in which case dead workers are recorded there (by index) and the others are served;
+    ``restart`` then starts a replacement from the same launch.
+    """
 
     def __init__(
         self,
@@ -107,13 +140,18 @@ class WorkerPool:
         forward_output: bool = True,
         start_method: str = "spawn",
     ) -> None:
-        ctx = mp.get_context(start_method)
+        self._ctx = mp.get_context(start_method)
+        self._launches = list(launches)
+        self._build_timeout = build_timeout
+        self._forward_output = forward_output
         self._workers: list[_Worker] = []
         self._closed = False
         try:
-            for index, launch in enumerate(launches):
-                self._workers.append(_Worker(index, launch, ctx, forward_output))
-            self.handshakes = self._collect_replies(range(len(self._workers)), build_timeout, "build", expected_seq=0)
+            for index, launch in enumerate(self._launches):
+                self._workers.append(_Worker(index, launch, self._ctx, forward_output))
+            self.handshakes = self._collect_replies(
+                range(len(self._workers)), build_timeout, "build", expected_seq=0, fail_fast=True
+            )
         except BaseException:
             self.close()
             raise
@@ -121,24 +159,70 @@ class WorkerPool:
     def __len__(self) -> int:
         return len(self._workers)
 
-    def request(self, command: Command, args_by_worker: dict[int, tuple[Any, ...]]) -> None:
+    @property
+    def pids(self) -> list[int | None]:
+        return [worker.process.pid for worker in self._workers]
+
+    def request(
+        self,
+        command: Command,
+        args_by_worker: dict[int, tuple[Any, ...]],
+        *,
+        during: str | None = None,
+        crashed: dict[int, WorkerCrashedError] | None = None,
+    ) -> None:
         """Send ``command`` to each worker in ``args_by_worker`` with its own arguments."""
+        during = during or command.name.lower()
         for index, args in args_by_worker.items():
             worker = self._workers[index]
             try:
                 worker.send(command, args)
-            except (BrokenPipeError, ConnectionResetError, EOFError) as error:
-                raise worker.crashed(command.name) from error
+            except (BrokenPipeError, ConnectionResetError, EOFError, OSError) as error:
+                crash = worker.crashed(during)
+                if crashed is None:
+                    raise crash from error
+                crashed[index] = crash
 
-    def collect(self, indices: Sequence[int], timeout: float | None, during: str) -> list[Any]:
+    def collect(
+        self,
+        indices: Sequence[int],
+        timeout: float | None,
+        during: str,
+        *,
+        crashed: dict[int, WorkerCrashedError] | None = None,
+    ) -> list[Any]:
         """Wait for the replies of ``indices`` (in that order); once all are in, raise the failure of the lowest
-        worker index, if any (crashes and timeouts raise at once)."""
-        return self._collect_replies(indices, timeout, during, expected_seq=None)
+        worker index, if any. Crashes and timeouts raise at once (a crash is recorded in ``crashed`` instead when
+        given one; workers already in it are not waited for, and their value is None)."""
+        return self._collect_replies(indices, timeout, during, expected_seq=None, crashed=crashed)
 
-    def _collect_replies(self, indices: Sequence[int], timeout: float | None, during: str, expected_seq: int | None):
+    def restart(self, index: int) -> Any:
+        """Replace worker ``index`` (dead, or killed here) by a new process from the same launch; returns its
+        handshake. Raises like the first build (``BuildError``, ``WorkerCrashedError``, ``WorkerTimeoutError``)."""
+        if self._closed:
+            raise GsGymError("restart: the pool is closed")
+        old = self._workers[index]
+        old.stop(0.0)
+        worker = _Worker(index, self._launches[index], self._ctx, self._forward_output)
+        self._workers[index] = worker
+        (handshake,) = self._collect_replies([index], self._build_timeout, "restart", expected_seq=0, fail_fast=True)
+        self.handshakes[index] = handshake
+        return handshake
+
+    def _collect_replies(
+        self,
+        indices: Sequence[int],
+        timeout: float | None,
+        during: str,
+        expected_seq: int | None,
+        *,
+        fail_fast: bool = False,
+        crashed: dict[int, WorkerCrashedError] | None = None,
+    ) -> list[Any]:
         deadline = None if timeout is None else time.monotonic() + timeout
-        pending = {index: self._workers[index] for index in indices}
-        values: dict[int, Any] = {}
+        skipped = set() if crashed is None else set(crashed)
+        pending = {index: self._workers[index] for index in indices if index not in skipped}
+        values: dict[int, Any] = dict.fromkeys(skipped)
         errors: dict[int, WorkerError] = {}
         while pending:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -148,6 +232,8 @@ class WorkerPool:
                 waitables[worker.process.sentinel] = worker
             ready = wait(list(waitables), remaining)
             if not ready:
+                for worker in pending.values():
+                    worker.hung = True
                 worker = next(iter(pending.values()))
                 raise WorkerTimeoutError(
                     f"no answer to {during} within {timeout:g} s", worker=worker.index, device=worker.label
@@ -155,13 +241,22 @@ class WorkerPool:
             for worker in {id(waitables[r]): waitables[r] for r in ready}.values():
                 if worker.index not in pending:
                     continue
-                if not worker.conn.poll():
-                    raise worker.crashed(during)
-                try:
-                    reply = worker.conn.recv()
-                except (EOFError, OSError):
-                    raise worker.crashed(during) from None
+                reply = None
+                if worker.conn.poll():
+                    try:
+                        reply = worker.conn.recv()
+                    except (EOFError, OSError):
+                        reply = None
+                if reply is None:
+                    crash = worker.crashed(during)
+                    if crashed is None:
+                        raise crash
+                    crashed[worker.index] = crash
+                    values[worker.index] = None
+                    del pending[worker.index]
+                    continue
                 del pending[worker.index]
+                worker.built = True
                 seq = worker.seq if expected_seq is None else expected_seq
                 if reply.seq != seq:
                     raise GsGymError(f"worker {worker.index}: reply {reply.seq} does not answer request {seq}")
@@ -169,6 +264,8 @@ class WorkerPool:
                     values[worker.index] = reply.value
                 else:
                     errors[worker.index] = self._error_from(worker, reply, during)
+                    if fail_fast:
+                        raise errors[worker.index]
         if errors:
             raise errors[min(errors)]
         return [values[index] for index in indices]
@@ -185,23 +282,20 @@ class WorkerPool:
         return error
 
     def close(self, timeout: float = 5.0) -> None:
-        """Ask live workers to close, then join, terminate and kill whatever is left. Never raises."""
+        """Ask live workers to close, then join, terminate and kill whatever is left. Never raises.
+
+        A worker still building or known to hang is not asked: it could not read the request before the timeout,
+        so it is terminated at once. A worker busy with a command reads the request once it is done.
+        """
         if self._closed:
             return
         self._closed = True
+        polite = []
         for worker in self._workers:
-            if worker.alive and worker.process.is_alive():
+            if worker.alive and worker.built and not worker.hung and worker.process.is_alive():
                 with contextlib.suppress(Exception):
                     worker.send(Command.CLOSE, ())
+                    polite.append(worker)
         deadline = time.monotonic() + timeout
         for worker in self._workers:
-            worker.process.join(max(0.0, deadline - time.monotonic()))
-        for worker in self._workers:
-            for stop in (worker.process.terminate, worker.process.kill):
-                if worker.process.is_alive():
-                    with contextlib.suppress(Exception):
-                        stop()
-                    worker.process.join(1.0)
-            with contextlib.suppress(Exception):
-                worker.conn.close()
-            worker.output.close()
+            worker.stop(deadline - time.monotonic() if worker in polite else 0.0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import os
+import pickle
 import signal
 import sys
 import threading
@@ -31,15 +32,19 @@ class WorkerSpec:
     environment: dict[str, str]
     shard_factory: bytes
     parent_pid: int
+    parent_death_signal: bool = True
+    """Ask the kernel for SIGKILL when the thread that started this worker exits (Linux); only right when that
+    thread is the parent's main thread. The watchdog thread runs either way."""
 
 
-def die_with_parent(parent_pid: int) -> None:
+def die_with_parent(parent_pid: int, parent_death_signal: bool = True) -> None:
     """Exit when the parent dies: the kernel's parent-death signal, plus a watchdog thread for the rest.
 
     ``PR_SET_PDEATHSIG`` fires when the parent *thread* exits and is Linux-only, so a thread also polls the parent
-    pid; it covers a worker stuck in a long step, where the pipe's EOF would go unnoticed.
+    pid; it covers a worker stuck in a long step, where the pipe's EOF would go unnoticed, and workers started from
+    a thread other than the parent's main thread (which get no parent-death signal).
     """
-    if sys.platform.startswith("linux"):
+    if parent_death_signal and sys.platform.startswith("linux"):
         try:
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         except (OSError, AttributeError):
@@ -82,7 +87,10 @@ def serve(conn: Connection, shard: Any) -> None:
             reply = Ok(request.seq, handlers[request.command](*request.args))
         except Exception as error:  # reported to the parent, which raises WorkerError
             reply = Err.from_exception(request.seq, ErrorKind.EXCEPTION, error)
-        conn.send(reply)
+        try:
+            conn.send(reply)  # pickles first: a value that cannot be pickled leaves nothing half-written
+        except (pickle.PicklingError, TypeError, AttributeError) as error:
+            conn.send(Err.from_exception(request.seq, ErrorKind.EXCEPTION, error))
 
 
 def worker_main(conn: Connection, output: Connection | None, spec: WorkerSpec) -> None:
@@ -91,7 +99,7 @@ def worker_main(conn: Connection, output: Connection | None, spec: WorkerSpec) -
     if output is not None:
         redirect_output(output)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which closes workers in order
-    die_with_parent(spec.parent_pid)
+    die_with_parent(spec.parent_pid, spec.parent_death_signal)
     try:
         import cloudpickle
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import os
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +26,8 @@ from gs_gym.vector.validation import as_action_tensor, check_reset_mask, check_s
 
 _BACKENDS = ("gpu", "cpu")
 _OUTPUTS = ("torch", "numpy")
+_ON_WORKER_FAILURE = ("raise", "restart")
+_WORKER_FAILED = "a worker failed earlier (see the first error)"
 
 
 class _State(enum.Enum):
@@ -72,6 +75,13 @@ class GenesisVectorEnv(VectorEnv):
         step_timeout: seconds allowed for one step/reset/call before ``WorkerTimeoutError``; None waits forever.
         forward_output: forward the workers' stdout/stderr to this process's stderr, prefixed by worker.
         host_buffers: exchange data through host shared memory even on GPUs (for comparison; slower).
+        check_observations: raise (a ``WorkerError`` naming the envs) when a step observes NaN or inf.
+        on_worker_failure: ``"raise"`` (default): any worker failure raises and leaves the env failed (only
+            ``close()`` is allowed). ``"restart"``: a worker that dies during a step (``WorkerCrashedError``) is
+            started again on its device with the same settings, its envs are re-seeded and reset, and the step
+            returns for them the reset observations, reward 0, ``truncated=True`` (and, in SAME_STEP mode, the
+            reset observations as ``final_obs``), with ``info["worker_restarts"]`` listing the restarted workers
+            (a ``RuntimeWarning`` says why). Other failures still raise.
     """
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
@@ -97,8 +107,11 @@ class GenesisVectorEnv(VectorEnv):
         step_timeout: float | None = 300.0,
         forward_output: bool = True,
         host_buffers: bool = False,
+        check_observations: bool = True,
+        on_worker_failure: str = "raise",
     ) -> None:
         self._state = _State.CLOSED  # until construction succeeds; lets close() and __del__ run on a failed init
+        self._failure = _WORKER_FAILED
         self._pool: WorkerPool | InProcessPool | None = None
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs: expected a positive int, got {num_envs!r}")
@@ -118,6 +131,12 @@ class GenesisVectorEnv(VectorEnv):
             num_workers = len(devices) if backend == "gpu" else 1
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
             raise ValueError(f"num_workers: expected an int >= 0 (0 runs in-process), got {num_workers!r}")
+        if on_worker_failure not in _ON_WORKER_FAILURE:
+            raise ValueError(
+                f"on_worker_failure: expected one of {list(_ON_WORKER_FAILURE)}, got {on_worker_failure!r}"
+            )
+        if on_worker_failure == "restart" and num_workers == 0:
+            raise ValueError("on_worker_failure: 'restart' needs worker processes (num_workers >= 1), got 0")
         if seed is not None:
             seed = check_seed(seed, num_envs)
             if not isinstance(seed, int):
@@ -130,6 +149,9 @@ class GenesisVectorEnv(VectorEnv):
         self.copy = copy
         self.check_actions = check_actions
         self.step_timeout = step_timeout
+        self.on_worker_failure = on_worker_failure
+        self._restarts = 0
+        self._send_crashes: dict[int, WorkerCrashedError] = {}
         self.autoreset_mode = _autoreset_mode(autoreset_mode)
         self.render_mode = render_mode
         self.task_class = task_class
@@ -154,9 +176,11 @@ class GenesisVectorEnv(VectorEnv):
                 performance_mode=performance_mode,
                 share_buffers=num_workers > 0,
                 host_buffers=host_buffers,
+                check_observations=check_observations,
             )
             for shard in self.env_ranges
         ]
+        self._base_seeds = [spec.base_seed for spec in specs]
         if num_workers == 0:
             self._pool = InProcessPool(specs[0])
         else:
@@ -236,14 +260,19 @@ class GenesisVectorEnv(VectorEnv):
         actions = as_action_tensor(actions, expected, self.check_actions)
         for shard, buffers in zip(self.env_ranges, self._shard_buffers):
             buffers.actions.copy_(actions[shard.offset : shard.stop], non_blocking=False)
-        self._send(Command.STEP, {index: () for index in self._all_workers})
+        self._wait_for_action_copies()
+        self._send_crashes = {}
+        options = {"crashed": self._send_crashes} if self._restart_mode() else {}
+        self._send(Command.STEP, {index: () for index in self._all_workers}, **options)
         self._state = _State.STEP_PENDING
 
     def step_wait(self):
         """Wait for the pending step; returns ``(observations, rewards, terminated, truncated, info)``."""
         if self._state is not _State.STEP_PENDING:
             self._require(_State.STEP_PENDING, action="step_wait")
-        self._collect(self._all_workers, "step")
+        crashed = dict(self._send_crashes) if self._restart_mode() else None
+        self._collect(self._all_workers, "step", **({} if crashed is None else {"crashed": crashed}))
+        restarted = self._restart_workers(crashed) if crashed else []
         self._state = _State.READY
         terminated = self._gather("terminated")
         truncated = self._gather("truncated")
@@ -254,6 +283,8 @@ class GenesisVectorEnv(VectorEnv):
                 done_out = self._convert(done)
                 info = {"final_obs": self._convert(self._gather("final_observations", copy=True)),
                         "_final_obs": done_out, "final_info": {}, "_final_info": done_out}
+        if restarted:
+            info["worker_restarts"] = restarted
         return (
             self._convert(self._gather("observations")),
             self._convert(self._gather("rewards")),
@@ -327,12 +358,20 @@ class GenesisVectorEnv(VectorEnv):
         if self._state is _State.CLOSED:
             raise ClosedEnvironmentError(f"{action}: the env is closed")
         if self._state is _State.FAILED:
-            raise EnvFailedError(f"{action}: a worker failed earlier (see the first error); close() the env")
+            raise EnvFailedError(f"{action}: {self._failure}; close() the env")
         if self._state is _State.NEEDS_RESET:
             raise CallOrderError(f"{action}: call reset() before step()")
         if self._state is _State.STEP_PENDING:
             raise CallOrderError(f"{action}: a step is pending; call step_wait() first")
         raise CallOrderError(f"{action}: step_wait() called without a pending step_async()")
+
+    def _wait_for_action_copies(self) -> None:
+        """A worker reads its action buffer from another CUDA context as soon as the pipe says so: this process's
+        copies into that buffer must be complete first (copies between GPUs are asynchronous)."""
+        if self.num_workers == 0:
+            return  # the in-process shard reads them on this process's stream, in order
+        for device in {b.actions.device for b in self._shard_buffers if b.actions.device.type == "cuda"}:
+            torch.cuda.current_stream(device).synchronize()
 
     def _worker_indices(self, workers: Sequence[int] | None) -> list[int]:
         if workers is None:
@@ -342,27 +381,68 @@ class GenesisVectorEnv(VectorEnv):
             raise ValueError(f"workers: expected distinct indices in [0, {len(self._all_workers)}), got {indices}")
         return indices
 
-    def _send(self, command: Command, requests: dict[int, tuple[Any, ...]]) -> None:
+    def _send(self, command: Command, requests: dict[int, tuple[Any, ...]], **pool_options: Any) -> None:
         assert self._pool is not None
         try:
-            self._pool.request(command, requests)
+            self._pool.request(command, requests, **pool_options)
         except GsGymError:
-            self._state = _State.FAILED
+            self._fail(_WORKER_FAILED)
+            raise
+        except BaseException:  # an interrupt between two workers' requests leaves them out of step
+            self._fail(f"interrupted while sending {command.name.lower()} to the workers")
             raise
 
-    def _collect(self, workers: list[int], during: str, *, exception_fails_env: bool = True) -> list[Any]:
+    def _collect(
+        self, workers: list[int], during: str, *, exception_fails_env: bool = True, **pool_options: Any
+    ) -> list[Any]:
         """Wait for ``workers``. A crash or timeout always leaves the env FAILED; an exception raised by a command
-        does so only when it may have left shards out of step with each other (step, reset)."""
+        does so only when it may have left shards out of step with each other (step, reset). So does an interrupt
+        (Ctrl-C): replies may still be on their way, and the next command would misread them."""
         assert self._pool is not None
         try:
-            return self._pool.collect(workers, self.step_timeout, during)
+            return self._pool.collect(workers, self.step_timeout, during, **pool_options)
         except (WorkerCrashedError, WorkerTimeoutError):
-            self._state = _State.FAILED
+            self._fail(_WORKER_FAILED)
             raise
         except GsGymError:
             if exception_fails_env:
-                self._state = _State.FAILED
+                self._fail(_WORKER_FAILED)
             raise
+        except BaseException:
+            self._fail(f"interrupted while waiting for the workers ({during})")
+            raise
+
+    def _fail(self, reason: str) -> None:
+        if self._state is not _State.FAILED:
+            self._failure = reason
+        self._state = _State.FAILED
+
+    def _restart_mode(self) -> bool:
+        """Whether step collects worker crashes (to restart those workers) instead of raising them."""
+        return self.on_worker_failure == "restart" and isinstance(self._pool, WorkerPool)
+
+    def _restart_workers(self, crashed: dict[int, WorkerCrashedError]) -> list[int]:
+        """Restart each crashed worker, re-seed and reset its envs, and mark them truncated (``"restart"`` mode)."""
+        assert isinstance(self._pool, WorkerPool)
+        restarted = sorted(crashed)
+        for index in restarted:
+            warnings.warn(f"{str(crashed[index]).splitlines()[0]}; restarting it", RuntimeWarning, stacklevel=3)
+            self._restarts += 1
+            seed = np.random.SeedSequence([self._base_seeds[index], self._restarts]).generate_state(1, np.uint64)[0]
+            try:
+                handshake = self._pool.restart(index)
+                self._shard_buffers[index] = handshake.open_buffers()
+                self.worker_devices[index] = handshake.device
+                self.worker_gpu_uuids[index] = handshake.gpu_uuid
+                self._send(Command.RESET, {index: (int(seed >> np.uint64(2)), None)}, during="reset after restart")
+                self._collect([index], "reset after restart")
+            except BaseException:
+                self._fail(_WORKER_FAILED)
+                raise
+            buffers = self._shard_buffers[index]
+            buffers.truncated.fill_(True)  # the reset wrote the observations and zeroed rewards and terminated
+            buffers.final_observations.copy_(buffers.observations)
+        return restarted
 
     def _run(self, command: Command, requests: dict[int, tuple[Any, ...]], during: str) -> list[Any]:
         if self._state not in (_State.NEEDS_RESET, _State.READY):

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
+from gs_gym.errors import NonFiniteObservationError
 from gs_gym.tasks.base import Task, TaskConfig
 from gs_gym.tasks.random import EnvRandom
 from gs_gym.tasks.runtime import init_genesis
@@ -38,6 +39,8 @@ class ShardSpec:
     """Put CPU buffers in shared memory (worker processes); the in-process shard does not need it."""
     host_buffers: bool = False
     """Keep the buffers in host memory even when the simulation runs on a GPU (one copy each way per step)."""
+    check_observations: bool = True
+    """Raise ``NonFiniteObservationError`` when a step observes NaN or inf (one reduction per step)."""
 
 
 @dataclasses.dataclass
@@ -151,6 +154,8 @@ class EnvShard:
         if pending is not None:
             self._reset_where(pending)
         observations = task.observe()
+        if self.spec.check_observations and not bool(torch.isfinite(observations).all()):
+            raise NonFiniteObservationError(self._non_finite_message(observations))
         rewards = task.compute_rewards()
         terminated = task.compute_terminated()
         truncated = task.compute_truncated() | (self._episode_steps >= task.config.max_episode_steps)
@@ -201,6 +206,13 @@ class EnvShard:
         self.task.reset_envs(ids, self.random)
         self._episode_steps[ids] = 0
         self._needs_reset[ids] = False
+
+    def _non_finite_message(self, observations: torch.Tensor) -> str:
+        bad = (~torch.isfinite(observations)).reshape(observations.shape[0], -1).any(dim=1)
+        local = bad.nonzero().flatten().tolist()
+        shown = [self.spec.env_offset + i for i in local[:10]]
+        more = f" and {len(local) - 10} more" if len(local) > 10 else ""
+        return f"non-finite observations in envs {shown}{more} (global indices; local {local[:10]})"
 
     def _synchronize(self) -> None:
         """Results must be complete in memory before the parent is told they are ready."""

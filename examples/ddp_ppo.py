@@ -1,0 +1,367 @@
+"""Data-parallel PPO on ``GenesisMultiGPU-v0``: ``examples/train_ppo.py`` over torchrun ranks, one vector env each.
+
+Every rank steps its own ``GenesisVectorEnv`` (``--num-envs`` envs, seeded so that no two envs of the job share a
+seed), collects its own rollout and computes its own PPO minibatch losses; ``DistributedDataParallel`` averages the
+gradients, so every rank holds the same parameters after every optimizer step. The running observation normalizer
+and the reward scaler's return statistics are updated from the moments of all ranks' batches together (one small
+all-reduce each per env step), so they too are the same on every rank. Rank 0 logs the global SPS and the mean
+episode return over all ranks, and writes ``checkpoint.pt`` (loadable by ``train_ppo.load_checkpoint``) and
+``metrics.json``; every rank writes ``rank<r>.json`` (its seeds, first observations and parameter checksum).
+
+    torchrun --standalone --nproc_per_node=8 examples/ddp_ppo.py --num-envs 4096      # one GPU per rank
+    torchrun --standalone --nproc_per_node=4 examples/ddp_ppo.py --gpus-per-rank 2    # two GPU workers per rank
+    python -m torch.distributed.run --standalone --nproc_per_node=2 examples/ddp_ppo.py --backend cpu --num-envs 8
+
+``--num-envs`` is per rank and ``--total-timesteps`` counts the env steps of all ranks. The process group uses
+NCCL when CUDA is available, else gloo. Multi-node launches: ``docs/distributed.md``.
+
+The agent, normalizers, GAE, PPO loss, episode tracker and random baseline are imported from ``train_ppo.py`` (next
+to this file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from gymnasium.vector import AutoresetMode
+from torch.distributed.elastic.multiprocessing.errors import record
+from torch.nn.parallel import DistributedDataParallel
+
+from gs_gym import GenesisVectorEnv
+from gs_gym.distributed import (
+    RankInfo,
+    all_reduce_episode_stats,
+    all_reduce_moments,
+    all_reduce_sum,
+    default_dist_backend,
+    rank_info,
+    vector_env_kwargs,
+)
+
+
+def _load_train_ppo() -> ModuleType:
+    """``examples/train_ppo.py`` as a module (examples/ is not a package)."""
+    name = "gs_gym_example_train_ppo"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().with_name("train_ppo.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+train_ppo = _load_train_ppo()
+RANK_REPORT = "rank{rank}.json"
+
+
+# -- arguments -------------------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = train_ppo.build_parser()
+    p.description = __doc__.split("\n\n")[0]
+    p.set_defaults(num_workers=None, random_steps=0)
+    d = p.add_argument_group("distributed (--num-envs is per rank, --total-timesteps over all ranks)")
+    d.add_argument("--gpus-per-rank", type=int, default=1,
+                   help="GPUs of each rank, stepped by that many env workers (GPU backend)")
+    d.add_argument("--dist-backend", choices=("nccl", "gloo"), default=None,
+                   help="process group backend; default nccl when the env is on a GPU, else gloo")
+    d.add_argument("--fail-rank", type=int, default=None,
+                   help="debug: this rank raises RuntimeError after its first PPO update")
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Like ``train_ppo.parse_args``; ``num_workers`` None keeps the env's default (one worker per GPU)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.backend is None:
+        args.backend = "gpu" if torch.cuda.is_available() else "cpu"
+    if args.out_dir is None:
+        args.out_dir = str(Path("runs") / f"ddp-{args.task}-{args.seed}")
+    if (args.num_envs * args.num_steps) % args.num_minibatches:
+        parser.error(f"num_envs * num_steps ({args.num_envs * args.num_steps}) must be divisible by "
+                     f"num_minibatches ({args.num_minibatches})")
+    if args.backend == "gpu" and args.num_workers == 0:
+        parser.error("--num-workers 0 runs Genesis on its default GPU, not on this rank's; use >= 1 with --backend gpu")
+    return args
+
+
+# -- statistics shared by all ranks ----------------------------------------------------------------------------------
+
+
+class _AllRanksUpdate:
+    """``update(batch)`` from the moments of every rank's batch together: the same statistics on every rank.
+
+    The merge is ``train_ppo.RunningMeanStd.update_from_moments``, applied to all-reduced moments.
+    """
+
+    mean: torch.Tensor
+
+    def update(self, batch: torch.Tensor) -> None:
+        n, batch_mean, batch_var = all_reduce_moments(batch, shift=self.mean)
+        self.update_from_moments(batch_mean, batch_var, n)
+
+
+class SyncedRunningMeanStd(_AllRanksUpdate, train_ppo.RunningMeanStd):
+    """``RunningMeanStd`` over all ranks' batches."""
+
+
+class SyncedObsNormalizer(_AllRanksUpdate, train_ppo.ObsNormalizer):
+    """``ObsNormalizer`` over all ranks' observations."""
+
+
+# -- DDP pieces (the PPO math is train_ppo.compute_gae and train_ppo.ppo_loss) ---------------------------------------
+
+
+class PolicyForward(nn.Module):
+    """``forward(obs, actions) = agent.get_action_and_value(obs, actions)``: DDP synchronizes gradients of what runs
+    through ``forward``, and ``Agent`` has no ``forward`` of its own."""
+
+    def __init__(self, agent: nn.Module) -> None:
+        super().__init__()
+        self.agent = agent
+
+    def forward(self, obs: torch.Tensor, actions: torch.Tensor):
+        return self.agent.get_action_and_value(obs, actions)
+
+
+def tensor_digest(tensors) -> str:
+    """SHA-256 of the bytes of ``tensors`` (moved to the CPU), in order: equal digests mean equal bits."""
+    digest = hashlib.sha256()
+    for tensor in tensors:
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+# -- training --------------------------------------------------------------------------------------------------------
+
+
+def train(args: argparse.Namespace, info: RankInfo, env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Run this rank's share of the training (the process group must be initialized); returns its report."""
+    start = time.perf_counter()
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    workers = {} if args.num_workers is None else {"num_workers": args.num_workers}
+    envs = GenesisVectorEnv(task=args.task, autoreset_mode=AutoresetMode.SAME_STEP, task_kwargs=args.task_kwargs,
+                            **workers, **env_kwargs)
+    try:
+        return _train(args, info, env_kwargs["seed"], envs, out_dir, start)
+    finally:
+        envs.close()
+
+
+def _train(args: argparse.Namespace, info: RankInfo, env_seed: int, envs: GenesisVectorEnv, out_dir: Path,
+           start: float) -> dict[str, Any]:
+    device = envs.main_device
+    num_envs, num_steps, world = envs.num_envs, args.num_steps, info.world_size
+    obs_shape = envs.single_observation_space.shape
+    act_shape = envs.single_action_space.shape
+    if len(obs_shape) != 1 or len(act_shape) != 1:
+        raise ValueError(f"this trainer handles flat Box spaces, got obs {obs_shape} and actions {act_shape}")
+    log = print if info.is_main else (lambda *a, **k: None)
+    log(f"{world} rank(s) x {args.task} x{num_envs} on {args.backend} ({envs.num_workers} worker(s) each), "
+        f"rank 0 main device {device}, built in {time.perf_counter() - start:.1f}s", flush=True)
+
+    random_return = math.nan
+    if args.random_steps > 0:
+        mean, count = train_ppo.measure_random_policy(envs, args.random_steps, env_seed)
+        random_return = all_reduce_episode_stats(mean * count if count else 0.0, count).mean_return
+        log(f"random policy: mean return {random_return:.2f} over all ranks", flush=True)
+
+    torch.manual_seed(args.seed)  # the same initial agent on every rank (DDP also broadcasts rank 0's)
+    agent = train_ppo.Agent(obs_shape[0], act_shape[0], args.hidden_size, args.init_log_std).to(device)
+    model = DistributedDataParallel(PolicyForward(agent), device_ids=[device] if device.type == "cuda" else None)
+    initial_params = tensor_digest(agent.parameters())
+    # action noise and minibatch order: a stream of this rank's own
+    torch.manual_seed(int(np.random.SeedSequence([args.seed, info.rank]).generate_state(1)[0]))
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate, eps=1e-5)
+    obs_norm = SyncedObsNormalizer(obs_shape, device)
+    reward_scaler = None
+    if args.norm_reward:
+        reward_scaler = train_ppo.RewardScaler(num_envs, args.gamma, device)
+        reward_scaler.rms = SyncedRunningMeanStd((), device)
+    tracker = train_ppo.EpisodeTracker(num_envs, device)
+    act_low = torch.as_tensor(envs.single_action_space.low, dtype=torch.float32, device=device)
+    act_high = torch.as_tensor(envs.single_action_space.high, dtype=torch.float32, device=device)
+
+    batch_size = num_envs * num_steps
+    minibatch_size = batch_size // args.num_minibatches
+    num_iterations = max(1, args.total_timesteps // (world * batch_size))
+
+    obs_buf = torch.zeros((num_steps, num_envs, *obs_shape), device=device)
+    actions_buf = torch.zeros((num_steps, num_envs, *act_shape), device=device)
+    logprobs_buf = torch.zeros((num_steps, num_envs), device=device)
+    rewards_buf = torch.zeros((num_steps, num_envs), device=device)
+    dones_buf = torch.zeros((num_steps, num_envs), device=device)
+    values_buf = torch.zeros((num_steps, num_envs), device=device)
+
+    raw_obs, _ = envs.reset(seed=env_seed)
+    first_obs = raw_obs.detach().cpu().clone()
+    obs_norm.update(raw_obs)
+    next_obs = obs_norm.normalize(raw_obs)
+
+    history: list[dict[str, float]] = []
+    global_step = 0
+    train_start = time.perf_counter()
+    last_log = train_start
+    stats: dict[str, float] = {}
+    for iteration in range(1, num_iterations + 1):
+        if args.anneal_lr:
+            optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - (iteration - 1.0) / num_iterations)
+
+        # -- rollout (train_ppo's, with the normalizers synchronized over ranks) ------------------------------------
+        for step in range(num_steps):
+            global_step += world * num_envs
+            obs_buf[step] = next_obs
+            with torch.no_grad():
+                action, logprob, _, value = agent.get_action_and_value(next_obs)
+            actions_buf[step] = action
+            logprobs_buf[step] = logprob
+            values_buf[step] = value
+            raw_obs, rewards, terminated, truncated, step_info = envs.step(torch.clamp(action, act_low, act_high))
+            done = terminated | truncated
+            tracker.step(rewards)
+            scaled = reward_scaler(rewards, done) if reward_scaler is not None else rewards.to(torch.float32).clone()
+            if "final_obs" in step_info:
+                tracker.finish(done)
+                bootstrap = truncated & ~terminated
+                if bool(bootstrap.any()):
+                    final_obs = obs_norm.normalize(step_info["final_obs"][bootstrap])
+                    with torch.no_grad():
+                        scaled[bootstrap] += args.gamma * agent.get_value(final_obs)
+            rewards_buf[step] = scaled
+            dones_buf[step] = done.to(torch.float32)
+            obs_norm.update(raw_obs)
+            next_obs = obs_norm.normalize(raw_obs)
+
+        with torch.no_grad():
+            advantages, returns = train_ppo.compute_gae(rewards_buf, values_buf, dones_buf, agent.get_value(next_obs),
+                                                        args.gamma, args.gae_lambda)
+
+        # -- PPO update: DDP averages the gradients of all ranks in backward() --------------------------------------
+        batch = (obs_buf.reshape(batch_size, *obs_shape), actions_buf.reshape(batch_size, *act_shape),
+                 logprobs_buf.reshape(-1), advantages.reshape(-1), returns.reshape(-1), values_buf.reshape(-1))
+        clipfracs = []
+        for _epoch in range(args.update_epochs):
+            order = torch.randperm(batch_size, device=device)
+            for begin in range(0, batch_size, minibatch_size):
+                mb = order[begin : begin + minibatch_size]
+                loss, pg_loss, v_loss, entropy, approx_kl, clipfrac = train_ppo.ppo_loss(
+                    model, args, *(b[mb] for b in batch)
+                )
+                clipfracs.append(clipfrac)
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                optimizer.step()
+            if args.target_kl is not None:  # every rank must stop at the same epoch: decide on the mean KL
+                if float(all_reduce_sum(approx_kl.detach().reshape(1))) / world > args.target_kl:
+                    break
+
+        if args.fail_rank == info.rank:
+            raise RuntimeError(f"injected failure on rank {info.rank}")
+
+        # -- logging: every rank takes part in the all-reduce, rank 0 prints ------------------------------------------
+        now = time.perf_counter()
+        recent_returns, recent_lengths = tracker.last(args.return_window)
+        episodes = all_reduce_episode_stats(recent_returns.sum(), recent_returns.numel())
+        sps = global_step / (now - train_start)
+        history.append({"iteration": iteration, "global_step": global_step, "time": now - train_start,
+                        "mean_return": episodes.mean_return, "sps": sps})
+        if info.is_main and (now - last_log >= args.log_every or iteration == num_iterations):
+            last_log = now
+            stats = {"pg_loss": pg_loss.item(), "v_loss": v_loss.item(), "entropy": entropy.item(),
+                     "approx_kl": float(approx_kl), "clipfrac": float(torch.stack(clipfracs).mean()),
+                     "std": agent.actor_logstd.exp().mean().item()}
+            log(f"step {global_step:>9,} | {now - train_start:6.1f}s | SPS {sps:7.0f} (all ranks) | "
+                f"return {episodes.mean_return:7.2f} ({episodes.episodes} recent eps, all ranks) | "
+                f"v_loss {stats['v_loss']:.4f} kl {stats['approx_kl']:.4f} std {stats['std']:.3f}", flush=True)
+
+    train_time = time.perf_counter() - train_start
+    final_returns, _ = tracker.last(args.return_window)
+    final = all_reduce_episode_stats(final_returns.sum(), final_returns.numel())
+    sps = global_step / train_time
+    report = {
+        "rank": info.rank,
+        "local_rank": info.local_rank,
+        "world_size": world,
+        "num_envs": num_envs,
+        "env_seed": env_seed,  # env i of this rank starts with env_seed + i
+        "main_device": str(device),
+        "first_obs": first_obs.tolist(),
+        "first_obs_sha256": tensor_digest([first_obs]),
+        "iterations": num_iterations,
+        "global_step": global_step,
+        "initial_params_sha256": initial_params,
+        "params_sha256": tensor_digest(agent.parameters()),
+        "obs_norm_sha256": tensor_digest([obs_norm.mean, obs_norm.var, obs_norm.count]),
+        "final_return": final.mean_return,
+        "final_episodes": final.episodes,
+        "local_episodes": tracker.count(),
+    }
+    (out_dir / RANK_REPORT.format(rank=info.rank)).write_text(json.dumps(report, indent=1))
+    if info.is_main:
+        checkpoint_path = out_dir / train_ppo.CHECKPOINT_NAME
+        torch.save({  # train_ppo's format: train_ppo.load_checkpoint reads it
+            "agent": agent.state_dict(),
+            "obs_normalizer": obs_norm.state_dict(),
+            "obs_clip": obs_norm.clip,
+            "args": vars(args),
+            "global_step": global_step,
+            "obs_shape": tuple(obs_shape),
+            "act_shape": tuple(act_shape),
+            "world_size": world,
+        }, checkpoint_path)
+        metrics = {"random_return": random_return, "final_return": final.mean_return,
+                   "final_episodes": final.episodes, "sps": sps, "global_step": global_step, "world_size": world,
+                   "train_time": train_time, "wall_time": time.perf_counter() - start,
+                   "checkpoint": str(checkpoint_path), "last_stats": stats, "history": history}
+        (out_dir / train_ppo.METRICS_NAME).write_text(json.dumps(metrics, indent=1))
+        log(f"trained {global_step:,} steps over {world} rank(s) in {train_time:.1f}s ({sps:.0f} SPS); final mean "
+            f"return {final.mean_return:.2f} over {final.episodes} episodes; outputs in {out_dir}", flush=True)
+    return report
+
+
+def init_process_group(info: RankInfo, backend: str) -> None:
+    """Join torchrun's rendezvous (``env://``); a process started without torchrun forms a group of one."""
+    if info.world_size == 1 and "MASTER_ADDR" not in os.environ:
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    else:
+        dist.init_process_group(backend)
+
+
+@record  # torchrun reports the failing rank's traceback
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    info = rank_info()
+    if args.fail_rank is not None and not 0 <= args.fail_rank < info.world_size:
+        raise ValueError(f"--fail-rank: expected a rank in [0, {info.world_size}), got {args.fail_rank}")
+    env_kwargs = vector_env_kwargs(info, args.num_envs, args.seed, backend=args.backend,
+                                   gpus_per_rank=args.gpus_per_rank)
+    if env_kwargs["backend"] == "gpu":
+        torch.cuda.set_device(torch.device(env_kwargs["main_device"]))
+    init_process_group(info, args.dist_backend or default_dist_backend(env_kwargs["main_device"]))
+    report = train(args, info, env_kwargs)
+    dist.destroy_process_group()
+    return report
+
+
+if __name__ == "__main__":
+    main()

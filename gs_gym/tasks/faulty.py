@@ -1,0 +1,121 @@
+"""``faulty-cartpole``: cart-pole that fails on purpose, for the fault-tolerance tests (``tests/faults``).
+
+The scene is cart-pole's own (same URDF, same options), so no new kernels compile. ``FaultyCartPoleConfig.fault``
+names one fault:
+
+- ``"build"``: raise in ``build`` (before the scene is built);
+- ``"raise"``: raise an exception in step ``fault_step``;
+- ``"sleep"``: sleep ``sleep_seconds`` in step ``fault_step`` (a hang);
+- ``"exit"``: print a line, then ``os._exit(exit_code)`` in step ``fault_step``;
+- ``"segfault"``: send itself SIGSEGV in step ``fault_step``;
+- ``"nan"``: write NaN into the state of the local envs ``nan_envs`` in step ``fault_step`` (after the physics
+  step, so the shard observes it).
+
+Steps are counted per shard from 1, from the build on (resets do not count). A fault applies only in the shard
+whose first global env is ``fault_env_offset`` (None: every shard), so a two-worker env can lose one worker.
+The attribute ``unpicklable`` cannot be sent to the parent (for ``get_attr`` / ``call`` failures).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import sys
+import threading
+import time
+
+import torch
+
+from gs_gym.tasks.base import TaskConfig
+from gs_gym.tasks.cartpole import CartPole, CartPoleConfig
+from gs_gym.tasks.registry import register_task
+
+FAULTS = ("none", "build", "raise", "sleep", "exit", "segfault", "nan")
+
+
+@dataclasses.dataclass(frozen=True)
+class FaultyCartPoleConfig(CartPoleConfig):
+    fault: str = "none"
+    """One of ``FAULTS``."""
+    fault_step: int = 1
+    """The step (1-based, counted per shard since the build) in which the fault fires."""
+    fault_env_offset: int | None = 0
+    """Fault only the shard whose ``env_offset`` equals this; None faults every shard."""
+    sleep_seconds: float = 3600.0
+    exit_code: int = 3
+    nan_envs: tuple[int, ...] = (0,)
+    """Local env indices whose state becomes NaN (``fault="nan"``)."""
+
+    def __post_init__(self) -> None:
+        if self.fault not in FAULTS:
+            raise ValueError(f"fault: expected one of {list(FAULTS)}, got {self.fault!r}")
+        if self.fault_step < 1:
+            raise ValueError(f"fault_step: expected an int >= 1, got {self.fault_step}")
+
+
+def _shard_env_offset() -> int | None:
+    """The ``env_offset`` of the ``EnvShard`` that is constructing this task.
+
+    A task is deliberately not told which envs of the vector env it holds; this test task finds out from the
+    constructing shard on the call stack, so that a fault can target one worker of several.
+    """
+    from gs_gym.vector.shard import EnvShard
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, EnvShard) and hasattr(candidate, "spec"):
+            return candidate.spec.env_offset
+        frame = frame.f_back
+    return None
+
+
+@register_task("faulty-cartpole")
+class FaultyCartPole(CartPole):
+    config_class = FaultyCartPoleConfig
+    config: FaultyCartPoleConfig
+
+    def __init__(self, config: TaskConfig, num_envs: int, device: torch.device) -> None:
+        super().__init__(config, num_envs, device)
+        self.env_offset = _shard_env_offset()
+        self.steps = 0
+        wanted = self.config.fault_env_offset
+        self.faulty = self.config.fault != "none" and (wanted is None or wanted == self.env_offset)
+        self.unpicklable = threading.Lock()
+        """An attribute that cannot cross the pipe (``get_attr("unpicklable")`` must fail cleanly)."""
+
+    def _fail(self, where: str) -> str:
+        return f"faulty-cartpole: injected {self.config.fault} fault {where} (env_offset {self.env_offset})"
+
+    def build(self) -> None:
+        if self.faulty and self.config.fault == "build":
+            raise RuntimeError(self._fail("at build"))
+        super().build()
+
+    def simulate(self) -> None:
+        self.steps += 1
+        if not self.faulty or self.steps != self.config.fault_step:
+            super().simulate()
+            return
+        fault, where = self.config.fault, f"at step {self.steps}"
+        if fault == "raise":
+            raise RuntimeError(self._fail(where))
+        if fault == "sleep":
+            time.sleep(self.config.sleep_seconds)
+        elif fault == "exit":
+            print(self._fail(where), flush=True)
+            os._exit(self.config.exit_code)
+        elif fault == "segfault":
+            os.kill(os.getpid(), signal.SIGSEGV)
+            time.sleep(5.0)  # the signal is delivered asynchronously; never go on stepping
+        super().simulate()
+        if fault == "nan":
+            ids = torch.tensor(self.config.nan_envs, dtype=torch.int64, device=self.device)
+            nan = torch.full((len(ids), 2), float("nan"), dtype=torch.float32, device=self.device)
+            self.robot.set_dofs_position(nan, envs_idx=ids, zero_velocity=False)
+
+    def close(self) -> None:
+        if getattr(self, "_urdf_dir", None) is not None:
+            super().close()
+

@@ -1,0 +1,203 @@
+"""Franka reach: a fixed Franka Panda moving its hand link to a random target position per env.
+
+Scene: only the Panda MJCF shipped with Genesis (no ground, collisions off, so it compiles quickly), stepped at
+``dt`` with ``substeps`` physics substeps. Actions in ``[-1, 1]^7`` move the PD targets of the seven arm joints by
+``action_scale * action`` radians per step (targets are accumulated and clipped to the joint limits); the fingers
+are held open. Targets are drawn uniformly from the box ``[target_low, target_high]`` (world frame, meters) at reset.
+
+Observation (20 floats): ``[arm joint positions (7), arm joint velocities * joint_velocity_scale (7),
+hand position (3), target position (3)]``.
+
+Reward: ``-distance_weight * |hand - target| + success_bonus * success`` with
+``success = |hand - target| < success_threshold``; terminated on success when ``terminate_on_success``, truncated at
+``max_episode_steps``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from gs_gym.tasks.base import Task, TaskConfig
+from gs_gym.tasks.random import EnvRandom
+from gs_gym.tasks.randomization import DomainRandomizer, RandomizedTaskConfig
+from gs_gym.tasks.registry import register_task
+
+ARM_JOINTS = tuple(f"joint{i}" for i in range(1, 8))
+FINGER_JOINTS = ("finger_joint1", "finger_joint2")
+NUM_ARM = len(ARM_JOINTS)
+OBS_DIM = 2 * NUM_ARM + 3 + 3
+
+
+@dataclasses.dataclass(frozen=True)
+class FrankaReachConfig(RandomizedTaskConfig):
+    max_episode_steps: int = 250
+    """5 s at 50 Hz."""
+    dt: float = 0.02
+    substeps: int = 2
+
+    mjcf: str = "xml/franka_emika_panda/panda.xml"
+    ee_link: str = "hand"
+    home_qpos: tuple[float, ...] = (0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785)
+    """Arm joint positions the episodes start around (radians)."""
+    finger_opening: float = 0.04
+    kp: tuple[float, ...] = (4500.0, 4500.0, 3500.0, 3500.0, 2000.0, 2000.0, 2000.0)
+    kv: tuple[float, ...] = (450.0, 450.0, 350.0, 350.0, 200.0, 200.0, 200.0)
+    finger_kp: float = 100.0
+    finger_kv: float = 10.0
+    action_scale: float = 0.05
+    """Radians of PD-target change per step for an action of 1."""
+    reset_joint_noise: float = 0.1
+    """Arm joint positions at reset are drawn uniformly from ``home_qpos +- reset_joint_noise``."""
+
+    target_low: tuple[float, float, float] = (0.3, -0.3, 0.2)
+    target_high: tuple[float, float, float] = (0.7, 0.3, 0.7)
+    joint_velocity_scale: float = 0.1
+    noise_dof_pos: float = 0.005
+    noise_dof_vel: float = 0.05
+    """Observation-noise std in physical units, multiplied by ``randomization.obs_noise_scale`` (0 = off)."""
+
+    distance_weight: float = 1.0
+    success_threshold: float = 0.05
+    success_bonus: float = 5.0
+    terminate_on_success: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(self.home_qpos) != NUM_ARM or len(self.kp) != NUM_ARM or len(self.kv) != NUM_ARM:
+            raise ValueError(f"home_qpos, kp and kv: expected {NUM_ARM} entries each")
+        if any(low > high for low, high in zip(self.target_low, self.target_high)):
+            raise ValueError(f"target_low/target_high: expected low <= high, got {self.target_low}, {self.target_high}")
+        if self.randomization.friction_range is not None:
+            raise ValueError("randomization.friction_range: franka-reach simulates no contacts")
+        if self.randomization.push_interval_s is not None:
+            raise ValueError("randomization.push_interval_s: franka-reach has no floating base to push")
+
+
+@register_task("franka-reach")
+class FrankaReach(Task):
+    config_class = FrankaReachConfig
+    config: FrankaReachConfig
+
+    @classmethod
+    def spaces(cls, config: TaskConfig) -> tuple[gym.spaces.Box, gym.spaces.Box]:
+        observation = gym.spaces.Box(-np.inf, np.inf, shape=(OBS_DIM,), dtype=np.float32)
+        action = gym.spaces.Box(-1.0, 1.0, shape=(NUM_ARM,), dtype=np.float32)
+        return observation, action
+
+    def build(self) -> None:
+        import genesis as gs
+
+        config, n, device = self.config, self.num_envs, self.device
+        self.randomizer = DomainRandomizer(config.randomization, n, device, config.dt)
+        self.scene = gs.Scene(
+            sim_options=gs.options.SimOptions(dt=config.dt, substeps=config.substeps),
+            rigid_options=gs.options.RigidOptions(
+                enable_collision=False,
+                enable_self_collision=False,
+                enable_joint_limit=True,
+                **self.randomizer.rigid_options(),
+            ),
+            show_viewer=False,
+        )
+        self.robot = self.scene.add_entity(gs.morphs.MJCF(file=config.mjcf))
+        self.scene.build(n_envs=n)
+
+        self.arm_dofs = [self.robot.get_joint(name).dofs_idx_local[0] for name in ARM_JOINTS]
+        self.finger_dofs = [self.robot.get_joint(name).dofs_idx_local[0] for name in FINGER_JOINTS]
+        self.ee = self.robot.get_link(config.ee_link)
+        self.robot.set_dofs_kp(torch.tensor(config.kp), self.arm_dofs)
+        self.robot.set_dofs_kv(torch.tensor(config.kv), self.arm_dofs)
+        self.robot.set_dofs_kp(torch.full((2,), config.finger_kp), self.finger_dofs)
+        self.robot.set_dofs_kv(torch.full((2,), config.finger_kv), self.finger_dofs)
+        noise = [config.noise_dof_pos] * NUM_ARM + [config.noise_dof_vel * config.joint_velocity_scale] * NUM_ARM
+        self.randomizer.attach(
+            self.robot,
+            pd_dofs=self.arm_dofs,
+            kp=torch.tensor(config.kp),
+            kv=torch.tensor(config.kv),
+            mass_link=config.ee_link,
+            obs_noise_std=torch.tensor(noise + [0.0] * 6),
+        )
+
+        def tensor(values) -> torch.Tensor:
+            return torch.tensor(values, dtype=torch.float32, device=device)
+
+        lower, upper = self.robot.get_dofs_limit(self.arm_dofs)
+        self.joint_lower = lower.to(device, torch.float32).reshape(-1, NUM_ARM)[0]  # per-env rows are equal
+        self.joint_upper = upper.to(device, torch.float32).reshape(-1, NUM_ARM)[0]
+        self.home_qpos = tensor(config.home_qpos)
+        self.finger_targets = tensor([config.finger_opening] * 2).expand(n, 2)
+        self.target_low = tensor(config.target_low)
+        self.target_high = tensor(config.target_high)
+        # World-frame target of every env (drawn at reset; may be overwritten between steps, e.g. by a curriculum).
+        self.targets = torch.zeros(n, 3, dtype=torch.float32, device=device)
+        self.joint_targets = self.home_qpos.expand(n, -1).clone()
+        self._all_ids = torch.arange(n, device=device)
+        self._rng: EnvRandom | None = None
+
+    # -- state -----------------------------------------------------------------------------------------------
+
+    def ee_pos(self) -> torch.Tensor:
+        return self.ee.get_pos()
+
+    def distance(self) -> torch.Tensor:
+        return torch.linalg.vector_norm(self.ee_pos() - self.targets, dim=1)
+
+    # -- hooks -----------------------------------------------------------------------------------------------
+
+    def apply_actions(self, actions: torch.Tensor) -> None:
+        delta = actions.to(self.device, torch.float32).clamp(-1.0, 1.0) * self.config.action_scale
+        targets = torch.minimum(self.joint_targets + delta, self.joint_upper)
+        self.joint_targets = torch.maximum(targets, self.joint_lower)
+        self.robot.control_dofs_position(self.joint_targets, self.arm_dofs)
+        self.robot.control_dofs_position(self.finger_targets, self.finger_dofs)
+
+    def simulate(self) -> None:
+        self.scene.step()
+        self.randomizer.draw_obs_noise(self._all_ids, self._rng)
+
+    def observe(self) -> torch.Tensor:
+        obs = torch.cat(
+            [
+                self.robot.get_dofs_position(self.arm_dofs),
+                self.robot.get_dofs_velocity(self.arm_dofs) * self.config.joint_velocity_scale,
+                self.ee_pos(),
+                self.targets,
+            ],
+            dim=1,
+        )
+        return self.randomizer.add_obs_noise(obs).to(torch.float32)
+
+    def compute_rewards(self) -> torch.Tensor:
+        c = self.config
+        distance = self.distance()
+        success = (distance < c.success_threshold).to(torch.float32)
+        return (-c.distance_weight * distance + c.success_bonus * success).to(torch.float32)
+
+    def compute_terminated(self) -> torch.Tensor:
+        if not self.config.terminate_on_success:
+            return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        return self.distance() < self.config.success_threshold
+
+    def reset_envs(self, env_ids: torch.Tensor, rng: EnvRandom) -> None:
+        self._rng = rng
+        if env_ids.numel() == 0:
+            return
+        c, ids, k = self.config, env_ids.to(self.device), len(env_ids)
+        qpos = self.home_qpos.expand(k, -1)
+        if c.reset_joint_noise > 0.0:
+            qpos = qpos + rng.uniform(env_ids, (NUM_ARM,), -c.reset_joint_noise, c.reset_joint_noise).to(self.device)
+        qpos = torch.maximum(torch.minimum(qpos, self.joint_upper), self.joint_lower)
+        self.targets[ids] = rng.uniform(env_ids, (3,), self.target_low, self.target_high).to(self.device)
+        fingers = self.finger_targets[:k]
+        self.robot.set_dofs_position(torch.cat([qpos, fingers], dim=1), self.arm_dofs + self.finger_dofs, envs_idx=ids)
+        self.robot.zero_all_dofs_velocity(ids)
+        self.joint_targets[ids] = qpos
+        self.robot.control_dofs_position(qpos, self.arm_dofs, envs_idx=ids)
+        self.robot.control_dofs_position(fingers, self.finger_dofs, envs_idx=ids)
+        self.randomizer.reset(env_ids, rng)
+        self.randomizer.draw_obs_noise(env_ids, rng)

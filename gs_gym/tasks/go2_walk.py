@@ -1,0 +1,321 @@
+"""Go2 walk: a Unitree Go2 tracking a commanded base velocity (forward, lateral, yaw rate) on flat ground.
+
+Scene: a plane and the Go2 URDF shipped with Genesis, stepped at ``dt`` (50 Hz) with ``substeps`` physics substeps.
+The 12 joints are PD-controlled by Genesis towards ``default_joint_angles + action_scale * action`` (actions clipped
+to ``[-action_clip, action_clip]``); with ``action_latency`` the target of a step comes from the previous step's
+action. Each env gets a command drawn uniformly from the configured ranges at reset and every
+``resampling_time_s`` of its episode.
+
+Observation (45 floats, clipped to ``[-obs_clip, obs_clip]``), in the base frame:
+``[ang_vel * s_ang (3), projected gravity (3), commands * (s_lin, s_lin, s_ang) (3),
+(q - q_default) * s_pos (12), qd * s_vel (12), last action (12)]``.
+
+Reward (weights per second, multiplied by ``dt``), with ``v``/``w`` the base-frame linear/angular velocity:
+``w_lin * exp(-|cmd_xy - v_xy|^2 / sigma) + w_ang * exp(-(cmd_yaw - w_z)^2 / sigma) + w_z * v_z^2
++ w_height * (h - h_target)^2 + w_rate * |a - a_prev|^2 + w_pose * sum|q - q_default|`` (the last four weights are
+negative). Terminated when ``|roll|`` or ``|pitch|`` exceeds its limit; truncated at ``max_episode_steps``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from gs_gym.tasks.base import Task, TaskConfig
+from gs_gym.tasks.random import EnvRandom
+from gs_gym.tasks.randomization import DomainRandomizer, RandomizedTaskConfig
+from gs_gym.tasks.registry import register_task
+
+GO2_JOINT_NAMES = (
+    "FR_hip_joint", "FR_thigh_joint", "FR_calf_joint",
+    "FL_hip_joint", "FL_thigh_joint", "FL_calf_joint",
+    "RR_hip_joint", "RR_thigh_joint", "RR_calf_joint",
+    "RL_hip_joint", "RL_thigh_joint", "RL_calf_joint",
+)  # fmt: skip
+GO2_DEFAULT_JOINT_ANGLES = (
+    0.0, 0.8, -1.5,
+    0.0, 0.8, -1.5,
+    0.0, 1.0, -1.5,
+    0.0, 1.0, -1.5,
+)  # fmt: skip
+NUM_JOINTS = len(GO2_JOINT_NAMES)
+OBS_DIM = 3 + 3 + 3 + NUM_JOINTS * 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Go2WalkConfig(RandomizedTaskConfig):
+    max_episode_steps: int = 1000
+    """20 s at 50 Hz."""
+    dt: float = 0.02
+    """Control period (one ``scene.step``)."""
+    substeps: int = 2
+    """Physics substeps per control step."""
+
+    # -- robot and control
+    urdf: str = "urdf/go2/urdf/go2.urdf"
+    joint_names: tuple[str, ...] = GO2_JOINT_NAMES
+    default_joint_angles: tuple[float, ...] = GO2_DEFAULT_JOINT_ANGLES
+    """Default stance, in the order of ``joint_names`` (radians)."""
+    kp: float = 20.0
+    kv: float = 0.5
+    action_scale: float = 0.25
+    action_clip: float = 10.0
+    action_latency: bool = True
+    """Apply the previous step's action (a one-control-step actuation delay)."""
+    base_init_pos: tuple[float, float, float] = (0.0, 0.0, 0.42)
+    reset_joint_noise: float = 0.0
+    """Joint positions at reset are drawn uniformly from ``default +- reset_joint_noise``."""
+
+    # -- commands
+    lin_vel_x_range: tuple[float, float] = (-1.0, 1.0)
+    lin_vel_y_range: tuple[float, float] = (-0.5, 0.5)
+    ang_vel_yaw_range: tuple[float, float] = (-1.0, 1.0)
+    resampling_time_s: float = 10.0
+
+    # -- termination
+    max_roll: float = math.radians(10.0)
+    max_pitch: float = math.radians(10.0)
+
+    # -- observation
+    obs_scale_lin_vel: float = 2.0
+    """Scales the linear-velocity commands in the observation."""
+    obs_scale_ang_vel: float = 0.25
+    obs_scale_dof_pos: float = 1.0
+    obs_scale_dof_vel: float = 0.05
+    obs_clip: float = 100.0
+    noise_ang_vel: float = 0.2
+    noise_gravity: float = 0.05
+    noise_dof_pos: float = 0.01
+    noise_dof_vel: float = 1.5
+    """Observation-noise std in physical units, multiplied by ``randomization.obs_noise_scale`` (0 = off)."""
+
+    # -- reward
+    base_height_target: float = 0.3
+    tracking_sigma: float = 0.25
+    reward_tracking_lin_vel: float = 1.0
+    reward_tracking_ang_vel: float = 0.2
+    reward_lin_vel_z: float = -1.0
+    reward_base_height: float = -50.0
+    reward_action_rate: float = -0.005
+    reward_similar_to_default: float = -0.1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(self.joint_names) != NUM_JOINTS or len(self.default_joint_angles) != NUM_JOINTS:
+            raise ValueError(f"joint_names and default_joint_angles: expected {NUM_JOINTS} entries each")
+        for name in ("lin_vel_x_range", "lin_vel_y_range", "ang_vel_yaw_range"):
+            low, high = getattr(self, name)
+            if low > high:
+                raise ValueError(f"{name}: expected low <= high, got {(low, high)}")
+        if self.substeps < 1 or self.dt <= 0.0 or self.resampling_time_s <= 0.0 or self.tracking_sigma <= 0.0:
+            raise ValueError("dt, substeps, resampling_time_s and tracking_sigma must be positive")
+
+
+# -- quaternion helpers (Genesis order: w, x, y, z) --------------------------------------------------------------
+
+
+def rotate_inverse(quat: torch.Tensor, vec: torch.Tensor) -> torch.Tensor:
+    """Express world vectors ``vec`` in the frame of the unit quaternions ``quat``: ``R(quat)^T vec``."""
+    w = quat[..., :1]
+    u = -quat[..., 1:]
+    uv = torch.cross(u, vec, dim=-1)
+    return vec + 2.0 * (w * uv + torch.cross(u, uv, dim=-1))
+
+
+def roll_pitch(quat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Roll and pitch (intrinsic z-y-x Euler angles) of unit quaternions."""
+    w, x, y, z = quat.unbind(-1)
+    roll = torch.atan2(2.0 * (w * x + y * z), 1.0 - 2.0 * (x * x + y * y))
+    pitch = torch.asin((2.0 * (w * y - z * x)).clamp(-1.0, 1.0))
+    return roll, pitch
+
+
+@register_task("go2-walk")
+class Go2Walk(Task):
+    config_class = Go2WalkConfig
+    config: Go2WalkConfig
+
+    @classmethod
+    def spaces(cls, config: TaskConfig) -> tuple[gym.spaces.Box, gym.spaces.Box]:
+        assert isinstance(config, Go2WalkConfig)
+        observation = gym.spaces.Box(-config.obs_clip, config.obs_clip, shape=(OBS_DIM,), dtype=np.float32)
+        action = gym.spaces.Box(-config.action_clip, config.action_clip, shape=(NUM_JOINTS,), dtype=np.float32)
+        return observation, action
+
+    def build(self) -> None:
+        import genesis as gs
+
+        config, n, device = self.config, self.num_envs, self.device
+        self.randomizer = DomainRandomizer(config.randomization, n, device, config.dt)
+        self.scene = gs.Scene(
+            sim_options=gs.options.SimOptions(dt=config.dt, substeps=config.substeps),
+            rigid_options=gs.options.RigidOptions(
+                enable_collision=True,
+                enable_self_collision=False,
+                enable_joint_limit=True,
+                max_collision_pairs=30,
+                **self.randomizer.rigid_options(),
+            ),
+            show_viewer=False,
+        )
+        self.ground = self.scene.add_entity(gs.morphs.URDF(file="urdf/plane/plane.urdf", fixed=True))
+        self.robot = self.scene.add_entity(
+            gs.morphs.URDF(file=config.urdf, pos=config.base_init_pos, quat=(1.0, 0.0, 0.0, 0.0))
+        )
+        self.scene.build(n_envs=n)
+
+        self.dofs = [self.robot.get_joint(name).dofs_idx_local[0] for name in config.joint_names]
+        self.robot.set_dofs_kp(torch.full((NUM_JOINTS,), config.kp), self.dofs)
+        self.robot.set_dofs_kv(torch.full((NUM_JOINTS,), config.kv), self.dofs)
+        self.randomizer.attach(
+            self.robot,
+            pd_dofs=self.dofs,
+            kp=torch.tensor(config.kp),
+            kv=torch.tensor(config.kv),
+            mass_link="base",
+            friction_entities=(self.robot, self.ground),
+            push_dofs=[0, 1],
+            obs_noise_std=self._obs_noise_std(),
+        )
+
+        def tensor(values) -> torch.Tensor:
+            return torch.tensor(values, dtype=torch.float32, device=device)
+
+        self.default_dof_pos = tensor(config.default_joint_angles)
+        self.base_init_pos = tensor(config.base_init_pos)
+        self.base_init_quat = tensor((1.0, 0.0, 0.0, 0.0))
+        self.gravity_world = tensor((0.0, 0.0, -1.0)).expand(n, 3)
+        self.command_low = tensor([r[0] for r in self._command_ranges()])
+        self.command_high = tensor([r[1] for r in self._command_ranges()])
+        self.command_obs_scale = tensor((config.obs_scale_lin_vel, config.obs_scale_lin_vel, config.obs_scale_ang_vel))
+        self.commands = torch.zeros(n, 3, dtype=torch.float32, device=device)
+        self.actions = torch.zeros(n, NUM_JOINTS, dtype=torch.float32, device=device)
+        self.last_actions = torch.zeros_like(self.actions)
+        self.episode_steps = torch.zeros(n, dtype=torch.int64, device=device)
+        self.resampling_steps = max(1, round(config.resampling_time_s / config.dt))
+        self._all_ids = torch.arange(n, device=device)
+        self._rng: EnvRandom | None = None
+
+    def _command_ranges(self) -> tuple[tuple[float, float], ...]:
+        c = self.config
+        return (c.lin_vel_x_range, c.lin_vel_y_range, c.ang_vel_yaw_range)
+
+    def _obs_noise_std(self) -> torch.Tensor:
+        c = self.config
+        parts = (
+            [c.noise_ang_vel * c.obs_scale_ang_vel] * 3
+            + [c.noise_gravity] * 3
+            + [0.0] * 3
+            + [c.noise_dof_pos * c.obs_scale_dof_pos] * NUM_JOINTS
+            + [c.noise_dof_vel * c.obs_scale_dof_vel] * NUM_JOINTS
+            + [0.0] * NUM_JOINTS
+        )
+        return torch.tensor(parts, dtype=torch.float32)
+
+    # -- state -----------------------------------------------------------------------------------------------
+
+    def base_state(self) -> dict[str, torch.Tensor]:
+        """The robot state the hooks use, read from Genesis: base pose, base-frame velocities, joint state."""
+        quat = self.robot.get_quat()
+        return {
+            "pos": self.robot.get_pos(),
+            "quat": quat,
+            "lin_vel": rotate_inverse(quat, self.robot.get_vel()),
+            "ang_vel": rotate_inverse(quat, self.robot.get_ang()),
+            "gravity": rotate_inverse(quat, self.gravity_world),
+            "dof_pos": self.robot.get_dofs_position(self.dofs),
+            "dof_vel": self.robot.get_dofs_velocity(self.dofs),
+        }
+
+    # -- hooks -----------------------------------------------------------------------------------------------
+
+    def apply_actions(self, actions: torch.Tensor) -> None:
+        clip = self.config.action_clip
+        new = actions.to(self.device, torch.float32).clamp(-clip, clip)
+        applied = self.actions if self.config.action_latency else new
+        target = self.default_dof_pos + self.config.action_scale * applied
+        self.robot.control_dofs_position(target, self.dofs)
+        self.last_actions = self.actions
+        self.actions = new
+
+    def simulate(self) -> None:
+        rng = self._rng
+        if rng is not None:
+            due = ((self.episode_steps > 0) & (self.episode_steps % self.resampling_steps == 0)).nonzero().squeeze(1)
+            if due.numel():
+                self._sample_commands(due, rng)
+            self.randomizer.push(self.episode_steps, rng)
+        self.scene.step()
+        self.episode_steps += 1
+        self.randomizer.draw_obs_noise(self._all_ids, rng)
+
+    def observe(self) -> torch.Tensor:
+        c, s = self.config, self.base_state()
+        obs = torch.cat(
+            [
+                s["ang_vel"] * c.obs_scale_ang_vel,
+                s["gravity"],
+                self.commands * self.command_obs_scale,
+                (s["dof_pos"] - self.default_dof_pos) * c.obs_scale_dof_pos,
+                s["dof_vel"] * c.obs_scale_dof_vel,
+                self.actions,
+            ],
+            dim=1,
+        )
+        obs = self.randomizer.add_obs_noise(obs)
+        return obs.clamp(-c.obs_clip, c.obs_clip).to(torch.float32)
+
+    def reward_terms(self) -> dict[str, torch.Tensor]:
+        """Each reward term before weighting (per env), as used by ``compute_rewards``."""
+        c, s = self.config, self.base_state()
+        lin_error = torch.sum((self.commands[:, :2] - s["lin_vel"][:, :2]) ** 2, dim=1)
+        ang_error = (self.commands[:, 2] - s["ang_vel"][:, 2]) ** 2
+        return {
+            "tracking_lin_vel": torch.exp(-lin_error / c.tracking_sigma),
+            "tracking_ang_vel": torch.exp(-ang_error / c.tracking_sigma),
+            "lin_vel_z": s["lin_vel"][:, 2] ** 2,
+            "base_height": (s["pos"][:, 2] - c.base_height_target) ** 2,
+            "action_rate": torch.sum((self.actions - self.last_actions) ** 2, dim=1),
+            "similar_to_default": torch.sum(torch.abs(s["dof_pos"] - self.default_dof_pos), dim=1),
+        }
+
+    def compute_rewards(self) -> torch.Tensor:
+        c = self.config
+        total = torch.zeros(self.num_envs, dtype=torch.float32, device=self.device)
+        for name, value in self.reward_terms().items():
+            total = total + getattr(c, f"reward_{name}") * value
+        return (total * c.dt).to(torch.float32)
+
+    def compute_terminated(self) -> torch.Tensor:
+        roll, pitch = roll_pitch(self.robot.get_quat())
+        return (roll.abs() > self.config.max_roll) | (pitch.abs() > self.config.max_pitch)
+
+    def reset_envs(self, env_ids: torch.Tensor, rng: EnvRandom) -> None:
+        self._rng = rng
+        if env_ids.numel() == 0:
+            return
+        c, ids, k = self.config, env_ids.to(self.device), len(env_ids)
+        dof_pos = self.default_dof_pos.expand(k, -1)
+        if c.reset_joint_noise > 0.0:
+            noise = rng.uniform(env_ids, (NUM_JOINTS,), -c.reset_joint_noise, c.reset_joint_noise)
+            dof_pos = dof_pos + noise.to(self.device)
+        self.robot.set_pos(self.base_init_pos.expand(k, -1), envs_idx=ids, zero_velocity=False)
+        self.robot.set_quat(self.base_init_quat.expand(k, -1), envs_idx=ids, zero_velocity=False)
+        self.robot.set_dofs_position(dof_pos, self.dofs, envs_idx=ids, zero_velocity=False)
+        self.robot.zero_all_dofs_velocity(ids)
+        self.robot.control_dofs_position(dof_pos, self.dofs, envs_idx=ids)
+        self.actions[ids] = 0.0
+        self.last_actions[ids] = 0.0
+        self.episode_steps[ids] = 0
+        self._sample_commands(env_ids, rng)
+        self.randomizer.reset(env_ids, rng)
+        self.randomizer.draw_obs_noise(env_ids, rng)
+
+    def _sample_commands(self, env_ids: torch.Tensor, rng: EnvRandom) -> None:
+        self.commands[env_ids.to(self.device)] = rng.uniform(env_ids, (3,), self.command_low, self.command_high).to(
+            self.device
+        )

@@ -1,0 +1,270 @@
+"""Domain randomization shared by tasks: per-env friction, added mass, PD gains, observation noise and pushes.
+
+Everything is off by default. A task config that subclasses ``RandomizedTaskConfig`` carries a nested, frozen
+``RandomizationConfig`` (overridable through ``task_kwargs={"randomization": {...}}`` or a ``RandomizationConfig``);
+the task owns one ``DomainRandomizer`` and calls it from its hooks:
+
+- ``rigid_options()`` before building: per-env masses and gains need Genesis' batched link / dof info, which is only
+  switched on when the matching randomization is enabled (it costs memory bandwidth and compiles other kernels).
+- ``attach(...)`` after ``scene.build``: names the robot, its PD dofs and nominal gains, the link that receives the
+  added mass, the entities whose contact friction is scaled, the floating-base dofs that pushes kick and the
+  per-component observation noise.
+- ``reset(env_ids, rng)`` from ``reset_envs``: draws friction, mass and gains for the reset envs only.
+- ``push(episode_steps, rng)`` once per control step: kicks the envs whose episode step is a multiple of the interval.
+- ``draw_obs_noise(env_ids, rng)`` once per control step (all envs) and at reset (reset envs), and
+  ``add_obs_noise(obs)`` in ``observe``: the noise is drawn where the step count is fixed, so ``observe`` stays pure
+  and an env's random stream does not depend on how often other envs make the shard observe.
+
+How Genesis 1.4.5 stores these properties (read from its rigid solver):
+
+- friction: a contact uses ``max(friction_a * ratio_a, friction_b * ratio_b)``; the ratios live in the per-env
+  dynamic state (``set_friction_ratio(..., envs_idx)``), the friction coefficients themselves are shared by every env.
+  The sampled multiplier is therefore written as the ratio of every geom of the robot *and* of the ground, so that it
+  scales the contact friction whichever side has the larger coefficient.
+- mass: ``set_links_mass(..., envs_idx)``, per env only with ``RigidOptions(batch_links_info=True)``. The inertia of
+  the link is left as it is (a point payload at its center of mass).
+- PD gains: ``set_dofs_kp`` / ``set_dofs_kv(..., envs_idx)``, per env only with ``RigidOptions(batch_dofs_info=True)``
+  (without it Genesis silently writes every env when zero-copy is available).
+- pushes: a random change of the floating base's horizontal velocity (``set_dofs_velocity`` on its x/y dofs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from gs_gym.tasks.base import TaskConfig
+from gs_gym.tasks.random import EnvRandom
+
+Range = tuple[float, float]
+
+
+def _as_range(name: str, value: Any, *, positive: bool = False) -> Range | None:
+    if value is None:
+        return None
+    try:
+        low, high = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"randomization.{name}: expected a (low, high) pair or None, got {value!r}") from None
+    if not (math.isfinite(low) and math.isfinite(high)) or low > high:
+        raise ValueError(f"randomization.{name}: expected finite low <= high, got {value!r}")
+    if positive and low <= 0.0:
+        raise ValueError(f"randomization.{name}: expected positive values, got {value!r}")
+    return (low, high)
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomizationConfig:
+    """Domain-randomization ranges; ``None`` (or 0) disables an item. All are off by default."""
+
+    friction_range: Range | None = None
+    """Per-env multiplier of the contact friction (robot and ground), drawn uniformly at reset."""
+    added_mass_range: Range | None = None
+    """Per-env mass in kg added to the task's mass link (Go2: base; Franka: hand, a payload), drawn at reset."""
+    kp_scale_range: Range | None = None
+    """Per-env, per-dof multiplier of the nominal PD stiffness, drawn at reset."""
+    kv_scale_range: Range | None = None
+    """Per-env, per-dof multiplier of the nominal PD damping, drawn at reset."""
+    obs_noise_scale: float = 0.0
+    """Multiplier of the task's per-component Gaussian observation-noise std (fresh noise every control step)."""
+    push_interval_s: float | None = None
+    """Push each env every this many seconds of its episode (floating-base tasks only)."""
+    push_velocity: float = 1.0
+    """A push changes the base's x and y velocity (m/s) by independent uniform draws in ``[-v, v]``."""
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "friction_range", _as_range("friction_range", self.friction_range, positive=True))
+        set_(self, "added_mass_range", _as_range("added_mass_range", self.added_mass_range))
+        set_(self, "kp_scale_range", _as_range("kp_scale_range", self.kp_scale_range, positive=True))
+        set_(self, "kv_scale_range", _as_range("kv_scale_range", self.kv_scale_range, positive=True))
+        if not (math.isfinite(self.obs_noise_scale) and self.obs_noise_scale >= 0.0):
+            raise ValueError(
+                f"randomization.obs_noise_scale: expected a finite value >= 0, got {self.obs_noise_scale!r}"
+            )
+        if self.push_interval_s is not None and not self.push_interval_s > 0.0:
+            raise ValueError(
+                f"randomization.push_interval_s: expected a positive value or None, got {self.push_interval_s!r}"
+            )
+        if not (math.isfinite(self.push_velocity) and self.push_velocity >= 0.0):
+            raise ValueError(f"randomization.push_velocity: expected a finite value >= 0, got {self.push_velocity!r}")
+
+    @property
+    def enabled(self) -> bool:
+        return any(
+            (
+                self.friction_range is not None,
+                self.added_mass_range is not None,
+                self.kp_scale_range is not None,
+                self.kv_scale_range is not None,
+                self.obs_noise_scale > 0.0,
+                self.push_interval_s is not None,
+            )
+        )
+
+
+def as_randomization_config(value: RandomizationConfig | Mapping[str, Any] | None) -> RandomizationConfig:
+    """Accept a ``RandomizationConfig``, a mapping of its fields (naming unknown keys in the error) or None (off)."""
+    if value is None:
+        return RandomizationConfig()
+    if isinstance(value, RandomizationConfig):
+        return value
+    if isinstance(value, Mapping):
+        known = {f.name for f in dataclasses.fields(RandomizationConfig)}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"randomization: unknown option(s) {unknown}; expected some of {sorted(known)}")
+        return RandomizationConfig(**value)
+    raise TypeError(f"randomization: expected a RandomizationConfig, a mapping or None, got {type(value).__name__}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomizedTaskConfig(TaskConfig):
+    """A task config with a nested ``randomization`` (a ``RandomizationConfig``, or a dict of its fields)."""
+
+    randomization: RandomizationConfig = RandomizationConfig()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "randomization", as_randomization_config(self.randomization))
+
+
+class DomainRandomizer:
+    """Applies a ``RandomizationConfig`` to one robot of a batched scene; see the module docstring for the protocol.
+
+    After ``reset`` the drawn values of every env are kept in ``friction``, ``added_mass``, ``kp`` and ``kv``
+    (nominal values for envs never randomized), and the current observation noise in ``obs_noise``.
+    """
+
+    def __init__(self, config: RandomizationConfig, num_envs: int, device: torch.device, control_dt: float) -> None:
+        self.config = config
+        self.num_envs = num_envs
+        self.device = device
+        self.push_interval_steps = (
+            None if config.push_interval_s is None else max(1, round(config.push_interval_s / control_dt))
+        )
+        self.robot: Any = None
+        self.obs_noise: torch.Tensor | None = None
+
+    def rigid_options(self) -> dict[str, bool]:
+        """The ``gs.options.RigidOptions`` flags this randomization needs (only those that must be switched on)."""
+        options = {}
+        if self.config.added_mass_range is not None:
+            options["batch_links_info"] = True
+        if self.config.kp_scale_range is not None or self.config.kv_scale_range is not None:
+            options["batch_dofs_info"] = True
+        return options
+
+    def attach(
+        self,
+        robot: Any,
+        *,
+        pd_dofs: Sequence[int],
+        kp: torch.Tensor,
+        kv: torch.Tensor,
+        mass_link: str | None = None,
+        friction_entities: Sequence[Any] = (),
+        push_dofs: Sequence[int] | None = None,
+        obs_noise_std: torch.Tensor | None = None,
+    ) -> None:
+        """Bind the built scene's robot. Raises ``ValueError`` for a randomization the task cannot support."""
+        config, n, device = self.config, self.num_envs, self.device
+        self.robot = robot
+        self.pd_dofs = list(pd_dofs)
+        self.nominal_kp = torch.as_tensor(kp, dtype=torch.float32, device=device).expand(len(self.pd_dofs)).clone()
+        self.nominal_kv = torch.as_tensor(kv, dtype=torch.float32, device=device).expand(len(self.pd_dofs)).clone()
+        self.kp = self.nominal_kp.expand(n, -1).clone()
+        self.kv = self.nominal_kv.expand(n, -1).clone()
+        self.friction = torch.ones(n, dtype=torch.float32, device=device)
+        self.added_mass = torch.zeros(n, dtype=torch.float32, device=device)
+
+        if config.friction_range is not None and not friction_entities:
+            raise ValueError("randomization.friction_range: this task has no contacts whose friction could be scaled")
+        self.friction_entities = list(friction_entities)
+
+        self.mass_link_idx: int | None = None
+        if config.added_mass_range is not None:
+            if mass_link is None:
+                raise ValueError("randomization.added_mass_range: this task names no link to add mass to")
+            self.mass_link_idx = robot.get_link(mass_link).idx_local
+            masses = robot.get_links_mass([self.mass_link_idx])
+            self.nominal_mass = float(masses.reshape(-1)[0])
+
+        if config.push_interval_s is not None and push_dofs is None:
+            raise ValueError("randomization.push_interval_s: this task has no floating base to push")
+        self.push_dofs = None if push_dofs is None else list(push_dofs)
+
+        if config.obs_noise_scale > 0.0:
+            if obs_noise_std is None:
+                raise ValueError("randomization.obs_noise_scale: this task defines no observation noise")
+            std = torch.as_tensor(obs_noise_std, dtype=torch.float32, device=device)
+            self.obs_noise_std = std * config.obs_noise_scale
+            self.obs_noise = torch.zeros(n, self.obs_noise_std.numel(), dtype=torch.float32, device=device)
+
+    # -- reset-time properties ---------------------------------------------------------------------------------
+
+    def reset(self, env_ids: torch.Tensor, rng: EnvRandom) -> None:
+        """Draw and apply friction, added mass and PD gains for ``env_ids`` only (in that fixed order)."""
+        config = self.config
+        if env_ids.numel() == 0:
+            return
+        ids = env_ids.to(self.device)
+        if config.friction_range is not None:
+            ratio = rng.uniform(env_ids, (), *config.friction_range).to(self.device)
+            self.friction[ids] = ratio
+            for entity in self.friction_entities:
+                entity.set_friction_ratio(
+                    ratio.unsqueeze(1).expand(-1, entity.n_links).contiguous(),
+                    links_idx_local=list(range(entity.n_links)),
+                    envs_idx=ids,
+                )
+        if config.added_mass_range is not None:
+            added = rng.uniform(env_ids, (), *config.added_mass_range).to(self.device)
+            self.added_mass[ids] = added
+            self.robot.set_links_mass((self.nominal_mass + added).unsqueeze(1), [self.mass_link_idx], envs_idx=ids)
+        dofs = len(self.pd_dofs)
+        if config.kp_scale_range is not None:
+            kp = self.nominal_kp * rng.uniform(env_ids, (dofs,), *config.kp_scale_range).to(self.device)
+            self.kp[ids] = kp
+            self.robot.set_dofs_kp(kp, self.pd_dofs, envs_idx=ids)
+        if config.kv_scale_range is not None:
+            kv = self.nominal_kv * rng.uniform(env_ids, (dofs,), *config.kv_scale_range).to(self.device)
+            self.kv[ids] = kv
+            self.robot.set_dofs_kv(kv, self.pd_dofs, envs_idx=ids)
+
+    # -- per-step events ---------------------------------------------------------------------------------------
+
+    def push(self, episode_steps: torch.Tensor, rng: EnvRandom | None) -> torch.Tensor:
+        """Kick the envs whose episode step is a positive multiple of the push interval; returns their ids."""
+        interval = self.push_interval_steps
+        if interval is None or rng is None:
+            return torch.zeros(0, dtype=torch.int64, device=self.device)
+        ids = ((episode_steps > 0) & (episode_steps % interval == 0)).nonzero().squeeze(1)
+        if ids.numel() == 0:
+            return ids
+        v = self.config.push_velocity
+        kick = rng.uniform(ids, (len(self.push_dofs),), -v, v).to(self.device)
+        velocity = self.robot.get_dofs_velocity(self.push_dofs, envs_idx=ids)
+        self.robot.set_dofs_velocity(velocity + kick, self.push_dofs, envs_idx=ids)
+        return ids
+
+    def draw_obs_noise(self, env_ids: torch.Tensor, rng: EnvRandom | None) -> None:
+        """Draw fresh observation noise for ``env_ids`` (no-op when noise is off or before the first reset)."""
+        if self.obs_noise is None or rng is None or env_ids.numel() == 0:
+            return
+        noise = rng.normal(env_ids, (self.obs_noise_std.numel(),)).to(self.device)
+        self.obs_noise[env_ids.to(self.device)] = noise * self.obs_noise_std
+
+    def add_obs_noise(self, observations: torch.Tensor) -> torch.Tensor:
+        return observations if self.obs_noise is None else observations + self.obs_noise
+
+    # -- inspection --------------------------------------------------------------------------------------------
+
+    def read_friction_ratio(self) -> torch.Tensor:
+        """The friction ratio Genesis holds for every geom of the friction entities, ``(num_envs, n_geoms)``."""
+        solver = self.robot.solver
+        geoms = [g.idx for entity in self.friction_entities for g in entity.geoms]
+        return solver.get_geoms_friction_ratio(geoms)

@@ -1,0 +1,175 @@
+"""rsl_rl adapter (``gs_gym.adapters.rsl_rl``) on the CPU backend.
+
+One scene (cartpole over one worker, ``max_episode_steps=20`` so that time limits come quickly, about 15-25 s to
+build) serves the whole module; the missing-extra error and the argument checks need no scene.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+
+import pytest
+import torch
+from gymnasium.vector import AutoresetMode
+
+HAVE_RSL_RL = importlib.util.find_spec("rsl_rl") is not None and importlib.util.find_spec("tensordict") is not None
+needs_rsl_rl = pytest.mark.skipif(
+    not HAVE_RSL_RL, reason='rsl_rl is not installed (the rsl-rl extra: pip install "gs-gym[rsl-rl]")'
+)
+
+NUM_ENVS = 8
+MAX_STEPS = 20
+SEED = 0
+ENV_KWARGS = {"task": "cartpole", "backend": "cpu", "num_workers": 1, "seed": SEED,
+              "task_kwargs": {"max_episode_steps": MAX_STEPS}}
+
+
+def train_cfg(num_steps_per_env: int = 16) -> dict:
+    """A small PPO configuration in rsl-rl-lib 5.x's format."""
+    return {
+        "num_steps_per_env": num_steps_per_env,
+        "save_interval": 50,
+        "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
+        "algorithm": {
+            "class_name": "PPO",
+            "num_learning_epochs": 2,
+            "num_mini_batches": 2,
+            "learning_rate": 1e-3,
+            "schedule": "adaptive",
+            "gamma": 0.99,
+            "lam": 0.95,
+            "entropy_coef": 0.0,
+            "desired_kl": 0.01,
+            "max_grad_norm": 1.0,
+        },
+        "actor": {
+            "class_name": "MLPModel",
+            "hidden_dims": [32, 32],
+            "activation": "elu",
+            "obs_normalization": True,
+            "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0},
+        },
+        "critic": {"class_name": "MLPModel", "hidden_dims": [32, 32], "activation": "elu", "obs_normalization": True},
+    }
+
+
+@pytest.fixture(scope="module")
+def env():
+    from gs_gym.adapters.rsl_rl import RslRlVecEnv
+
+    adapter = RslRlVecEnv.make(NUM_ENVS, **ENV_KWARGS)
+    yield adapter
+    adapter.close()
+
+
+# -- the missing extra ---------------------------------------------------------------------------------------------
+
+
+def test_missing_rsl_rl_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "rsl_rl", None)  # None in sys.modules makes `import rsl_rl` raise ImportError
+    monkeypatch.setitem(sys.modules, "rsl_rl.env", None)
+    monkeypatch.delitem(sys.modules, "gs_gym.adapters.rsl_rl", raising=False)
+    with pytest.raises(ImportError, match=r'pip install "gs-gym\[rsl-rl\]"'):
+        importlib.import_module("gs_gym.adapters.rsl_rl")
+    monkeypatch.delitem(sys.modules, "gs_gym.adapters.rsl_rl", raising=False)
+
+
+# -- the VecEnv interface ------------------------------------------------------------------------------------------
+
+
+@needs_rsl_rl
+def test_vecenv_interface(env):
+    from rsl_rl.env import VecEnv
+    from tensordict import TensorDict
+
+    assert isinstance(env, VecEnv)
+    assert env.num_envs == NUM_ENVS and env.num_actions == 1 and env.max_episode_length == MAX_STEPS
+    assert env.device == torch.device("cpu") and env.cfg.max_episode_steps == MAX_STEPS
+    obs = env.reset(seed=SEED)
+    assert isinstance(obs, TensorDict) and list(obs.keys()) == ["policy"] and tuple(obs.batch_size) == (NUM_ENVS,)
+    assert obs["policy"].shape == (NUM_ENVS, 4) and obs["policy"].dtype == torch.float32
+    assert env.get_observations() is obs
+    assert env.episode_length_buf.dtype == torch.int64 and not env.episode_length_buf.any()
+
+    assert env.venv.autoreset_mode is AutoresetMode.SAME_STEP
+    lengths = torch.zeros(NUM_ENVS, dtype=torch.int64)
+    time_outs = terminations = 0
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(3 * MAX_STEPS):
+        actions = torch.randn(NUM_ENVS, 1, generator=generator) * 3  # beyond [-1, 1]: the adapter clips
+        obs, rewards, dones, extras = env.step(actions)
+        assert obs["policy"].shape == (NUM_ENVS, 4) and env.get_observations() is obs
+        assert rewards.shape == (NUM_ENVS,) and rewards.dtype == torch.float32
+        assert dones.shape == (NUM_ENVS,) and dones.dtype == torch.int64 and set(dones.tolist()) <= {0, 1}
+        assert extras["time_outs"].dtype == torch.bool and extras["time_outs"].shape == (NUM_ENVS,)
+        lengths += 1
+        done = dones.bool()
+        # a time-out is a done at the time limit (cartpole truncates only there)
+        assert not bool((extras["time_outs"] & ~(done & (lengths == MAX_STEPS))).any())
+        assert bool((lengths[done & ~extras["time_outs"]] <= MAX_STEPS).all())
+        if done.any():
+            final = extras["final_obs"]
+            assert final.shape == (NUM_ENVS, 4) and not torch.equal(final[done], obs["policy"][done])
+        else:
+            assert "final_obs" not in extras
+        time_outs += int(extras["time_outs"].sum())
+        terminations += int((done & ~extras["time_outs"]).sum())
+        lengths[done] = 0
+        assert torch.equal(env.episode_length_buf, lengths)
+    assert time_outs >= 3 and terminations >= 1, (time_outs, terminations)
+
+
+@needs_rsl_rl
+def test_episode_length_buf_cannot_be_replaced(env):
+    with pytest.raises(NotImplementedError, match="init_at_random_ep_len=False"):
+        env.episode_length_buf = torch.zeros(NUM_ENVS, dtype=torch.int64)
+
+
+@needs_rsl_rl
+def test_on_policy_runner_two_iterations(env, tmp_path):
+    from rsl_rl.runners import OnPolicyRunner
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the worker takes the other core
+    try:
+        torch.manual_seed(0)
+        env.reset(seed=SEED)
+        runner = OnPolicyRunner(env, train_cfg(), log_dir=str(tmp_path), device="cpu")
+        runner.learn(num_learning_iterations=2)
+    finally:
+        torch.set_num_threads(threads)
+    assert runner.current_learning_iteration == 1
+    # the logger counted finished episodes from the adapter's rewards and dones (32 steps x 8 envs, episodes <= 20)
+    assert len(runner.logger.rewbuffer) >= NUM_ENVS
+    assert all(0 < length <= MAX_STEPS for length in runner.logger.lenbuffer)
+    assert (tmp_path / "model_1.pt").is_file()
+    policy = runner.get_inference_policy(device="cpu")
+    with torch.no_grad():
+        actions = policy(env.get_observations())
+    assert actions.shape == (NUM_ENVS, 1) and bool(torch.isfinite(actions).all())
+
+
+@needs_rsl_rl
+def test_runner_refuses_random_initial_lengths(env, tmp_path):
+    from rsl_rl.runners import OnPolicyRunner
+
+    runner = OnPolicyRunner(env, train_cfg(), log_dir=None, device="cpu")
+    with pytest.raises(NotImplementedError, match="episode_length_buf cannot be set"):
+        runner.learn(num_learning_iterations=1, init_at_random_ep_len=True)
+
+
+# -- construction errors (no scene built) --------------------------------------------------------------------------
+
+
+@needs_rsl_rl
+def test_make_refuses_other_modes():
+    from gs_gym.adapters.rsl_rl import RslRlVecEnv
+
+    with pytest.raises(ValueError, match="output must be 'torch'"):
+        RslRlVecEnv.make(4, output="numpy", backend="cpu")
+    with pytest.raises(ValueError, match="autoreset_mode must be AutoresetMode.SAME_STEP"):
+        RslRlVecEnv.make(4, autoreset_mode="next_step", backend="cpu")
+    with pytest.raises(TypeError, match="expected a gs_gym.GenesisVectorEnv"):
+        RslRlVecEnv(object())

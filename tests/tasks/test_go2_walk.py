@@ -1,0 +1,231 @@
+"""go2-walk on the CPU backend: one in-process env for the module, with every randomization switched on (so that
+the batched-info scene is the one compiled) and checked against constructed states."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from gs_gym import GenesisVectorEnv
+from gs_gym.tasks.go2_walk import OBS_DIM, rotate_inverse, roll_pitch
+
+NUM_ENVS = 4
+RANDOMIZATION = {
+    "friction_range": (0.5, 1.5),
+    "added_mass_range": (-1.0, 3.0),
+    "kp_scale_range": (0.8, 1.2),
+    "kv_scale_range": (0.8, 1.2),
+    "obs_noise_scale": 1.0,
+    "push_interval_s": 0.1,  # every 5 control steps
+    "push_velocity": 0.5,
+}
+
+
+@pytest.fixture(scope="module")
+def env():
+    env = GenesisVectorEnv(
+        NUM_ENVS, "go2-walk", backend="cpu", num_workers=0, seed=0, task_kwargs={"randomization": RANDOMIZATION}
+    )
+    yield env
+    env.close()
+
+
+@pytest.fixture
+def task(env):
+    env.reset(seed=0)
+    return env._pool.shard.task
+
+
+def quat_about(axis: str, angle: float) -> list[float]:
+    half = angle / 2
+    vector = {"x": [1, 0, 0], "y": [0, 1, 0], "z": [0, 0, 1]}[axis]
+    return [math.cos(half)] + [math.sin(half) * v for v in vector]
+
+
+def set_state(task, *, height=None, quat=None, dof_offset=None, base_vel=None):
+    """Put every env at the default stance (unless overridden), at rest, with zero commands and actions."""
+    robot, n = task.robot, task.num_envs
+    pos = task.base_init_pos.expand(n, -1).clone()
+    pos[:, 2] = task.config.base_height_target if height is None else torch.as_tensor(height)
+    robot.set_pos(pos, zero_velocity=True)
+    quat = torch.tensor([1.0, 0, 0, 0]).expand(n, -1) if quat is None else torch.as_tensor(quat)
+    robot.set_quat(quat, zero_velocity=True)
+    dof_pos = task.default_dof_pos.expand(n, -1).clone()
+    if dof_offset is not None:
+        dof_pos += torch.as_tensor(dof_offset, dtype=torch.float32)
+    robot.set_dofs_position(dof_pos, task.dofs, zero_velocity=True)
+    robot.zero_all_dofs_velocity()
+    if base_vel is not None:
+        robot.set_dofs_velocity(torch.as_tensor(base_vel, dtype=torch.float32), [0, 1, 2, 3, 4, 5])
+    task.commands.zero_()
+    task.actions.zero_()
+    task.last_actions.zero_()
+
+
+def test_quaternion_helpers():
+    quat = torch.tensor([quat_about("z", math.pi / 2), quat_about("x", 0.3), quat_about("y", -0.2)])
+    rotated = rotate_inverse(quat, torch.tensor([[1.0, 0, 0], [0, 0, -1.0], [0, 0, -1.0]]))
+    expected = [[0, -1, 0], [0, -math.sin(0.3), -math.cos(0.3)], [-math.sin(0.2), 0, -math.cos(0.2)]]
+    torch.testing.assert_close(rotated, torch.tensor(expected), atol=1e-6, rtol=0)
+    roll, pitch = roll_pitch(quat)
+    torch.testing.assert_close(roll, torch.tensor([0.0, 0.3, 0.0]), atol=1e-6, rtol=0)
+    torch.testing.assert_close(pitch, torch.tensor([0.0, 0.0, -0.2]), atol=1e-6, rtol=0)
+
+
+def test_spaces_and_first_observation(env, task):
+    config = task.config
+    assert env.single_observation_space.shape == (OBS_DIM,) == (45,)
+    assert env.single_action_space.shape == (12,)
+    assert np.all(env.single_observation_space.low == -config.obs_clip)
+    assert np.all(env.single_action_space.high == config.action_clip)
+    obs, _ = env.reset(seed=5)
+    assert obs.shape == (NUM_ENVS, 45) and obs.dtype == torch.float32
+    clean = obs - task.randomizer.obs_noise
+    zeros = torch.zeros(NUM_ENVS, 3)
+    torch.testing.assert_close(clean[:, 0:3], zeros, atol=1e-5, rtol=0)  # at rest
+    torch.testing.assert_close(clean[:, 3:6], torch.tensor([[0.0, 0, -1]]).expand(NUM_ENVS, -1), atol=1e-5, rtol=0)
+    torch.testing.assert_close(clean[:, 6:9], task.commands * task.command_obs_scale)
+    torch.testing.assert_close(clean[:, 9:33], torch.zeros(NUM_ENVS, 24), atol=1e-5, rtol=0)  # default pose, at rest
+    assert torch.all(obs[:, 33:45] == 0.0)  # no action yet, and actions carry no noise
+    assert torch.all(task.randomizer.obs_noise[:, 6:9] == 0.0)  # commands carry no noise
+    assert torch.all(task.randomizer.obs_noise[:, 0:6] != 0.0)
+    low, high = task.command_low, task.command_high
+    assert torch.all((task.commands >= low) & (task.commands <= high))
+    assert len(set(map(tuple, task.commands.tolist()))) == NUM_ENVS
+
+
+def test_steps_stay_in_bounds_and_noise_is_fresh_each_step(env, task):
+    space = env.single_action_space
+    space.seed(0)
+    noise = task.randomizer.obs_noise.clone()
+    for _ in range(6):
+        actions = torch.as_tensor(np.stack([space.sample() for _ in range(NUM_ENVS)]) * 0.1)
+        obs, rewards, terminated, truncated, _ = env.step(actions)
+        assert obs.shape == (NUM_ENVS, 45) and torch.isfinite(obs).all()
+        assert torch.all(obs.abs() <= task.config.obs_clip)
+        assert rewards.shape == (NUM_ENVS,) and rewards.dtype == torch.float32 and torch.isfinite(rewards).all()
+        assert terminated.dtype == torch.bool and truncated.dtype == torch.bool
+        assert not torch.equal(task.randomizer.obs_noise, noise)
+        noise = task.randomizer.obs_noise.clone()
+    torch.testing.assert_close(obs[:, 33:45], actions.to(torch.float32))  # last action
+
+
+def test_upside_down_or_tilted_bases_terminate(task):
+    quats = [
+        quat_about("x", math.pi),  # upside down
+        quat_about("y", math.radians(20)),  # pitched beyond 10 degrees
+        quat_about("x", math.radians(5)),  # rolled within the limit
+        quat_about("z", 2.0),  # yawed only
+    ]
+    set_state(task, height=0.5, quat=quats)
+    assert task.compute_terminated().tolist() == [True, True, False, False]
+    set_state(task)
+    assert not task.compute_terminated().any()
+
+
+def test_standing_still_at_the_default_pose_earns_the_most(task):
+    config, dt = task.config, task.config.dt
+    assert config.tracking_sigma == 0.25
+    best = (config.reward_tracking_lin_vel + config.reward_tracking_ang_vel) * dt
+    offsets = torch.zeros(NUM_ENVS, 12)
+    offsets[1] = 0.3  # perturbed pose
+    base_vel = torch.zeros(NUM_ENVS, 6)
+    base_vel[3, 2] = 1.0  # bouncing up at 1 m/s
+    set_state(task, dof_offset=offsets, base_vel=base_vel)
+    task.commands[2, 0] = 1.0  # commanded forward, standing still
+    rewards = task.compute_rewards()
+    expected = torch.tensor(
+        [
+            best,
+            best + config.reward_similar_to_default * 12 * 0.3 * dt,
+            (config.reward_tracking_lin_vel * math.exp(-4.0) + config.reward_tracking_ang_vel) * dt,  # |1 - 0|^2 / 0.25
+            best + config.reward_lin_vel_z * 1.0 * dt,
+        ]
+    )
+    torch.testing.assert_close(rewards, expected, atol=1e-5, rtol=0)
+    assert rewards[0] == pytest.approx(best, abs=1e-6)
+    assert torch.all(rewards[1:] < rewards[0])
+
+
+def test_height_error_and_action_rate_are_penalized(task):
+    config, dt = task.config, task.config.dt
+    best = (config.reward_tracking_lin_vel + config.reward_tracking_ang_vel) * dt
+    set_state(task, height=[0.3, 0.2, 0.3, 0.3])
+    task.actions[2] = 1.0
+    task.last_actions[3] = 0.5
+    rewards = task.compute_rewards()
+    expected = torch.tensor(
+        [
+            best,
+            best + config.reward_base_height * 0.01 * dt,
+            best + config.reward_action_rate * 12.0 * dt,
+            best + config.reward_action_rate * 12 * 0.25 * dt,
+        ]
+    )
+    torch.testing.assert_close(rewards, expected, atol=1e-5, rtol=0)
+
+
+def randomized_state(task):
+    robot, base = task.robot, task.randomizer.mass_link_idx
+    return {
+        "friction": task.randomizer.read_friction_ratio(),
+        "mass": robot.get_links_mass([base]).reshape(NUM_ENVS),
+        "kp": robot.get_dofs_kp(task.dofs),
+        "kv": robot.get_dofs_kv(task.dofs),
+        "commands": task.commands.clone(),
+    }
+
+
+def test_randomization_is_applied_to_reset_envs_only(env, task):
+    randomizer = task.randomizer
+    before = randomized_state(task)
+    # Genesis holds what the randomizer drew, env by env.
+    assert torch.equal(before["friction"], randomizer.friction.unsqueeze(1).expand_as(before["friction"]))
+    torch.testing.assert_close(before["mass"], randomizer.nominal_mass + randomizer.added_mass)
+    torch.testing.assert_close(before["kp"], randomizer.kp)
+    torch.testing.assert_close(before["kv"], randomizer.kv)
+    assert torch.all((randomizer.friction >= 0.5) & (randomizer.friction <= 1.5))
+    assert torch.all((randomizer.added_mass >= -1.0) & (randomizer.added_mass <= 3.0))
+    scale = randomizer.kp / randomizer.nominal_kp
+    assert torch.all((scale >= 0.8 - 1e-6) & (scale <= 1.2 + 1e-6))
+    assert len(set(randomizer.friction.tolist())) == NUM_ENVS
+
+    mask = np.array([False, True, False, True])
+    env.reset(options={"reset_mask": mask})
+    after = randomized_state(task)
+    kept, redrawn = torch.from_numpy(~mask), torch.from_numpy(mask)
+    for name, value in after.items():
+        assert torch.equal(value[kept], before[name][kept]), name
+        assert not torch.any(value[redrawn] == before[name][redrawn]), name
+
+
+def test_randomization_draws_depend_on_the_seed_only(env, task):
+    first = randomized_state(task)
+    env.reset(seed=0)
+    assert all(torch.equal(value, first[name]) for name, value in randomized_state(task).items())
+    env.reset(seed=1)
+    assert not torch.equal(randomized_state(task)["friction"], first["friction"])
+
+
+def test_pushes_kick_due_envs_only(task):
+    set_state(task)
+    steps = torch.tensor([5, 3, 10, 0])
+    pushed = task.randomizer.push(steps, task._rng)
+    assert pushed.tolist() == [0, 2]
+    velocity = task.robot.get_dofs_velocity([0, 1, 2])
+    assert torch.all(velocity[[1, 3]] == 0.0)
+    assert torch.all(velocity[[0, 2], :2] != 0.0) and torch.all(velocity[[0, 2], :2].abs() <= 0.5)
+    assert torch.all(velocity[:, 2] == 0.0)
+
+
+def test_commands_are_resampled_on_schedule(task):
+    set_state(task)
+    task.commands[:] = 7.0  # outside every range
+    task.episode_steps[:] = torch.tensor([task.resampling_steps, 1, 2 * task.resampling_steps, 0])
+    task.simulate()
+    assert task.commands[[1, 3]].eq(7.0).all()
+    redrawn = task.commands[[0, 2]]
+    assert torch.all((redrawn >= task.command_low) & (redrawn <= task.command_high))
