@@ -10,7 +10,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import wait
 from typing import Any
 
 import cloudpickle
@@ -177,7 +177,7 @@ class WorkerPool:
             worker = self._workers[index]
             try:
                 worker.send(command, args)
-            except (BrokenPipeError, ConnectionResetError, EOFError, OSError) as error:
+            except (EOFError, OSError) as error:  # BrokenPipeError, ConnectionResetError, a closed handle
                 crash = worker.crashed(during)
                 if crashed is None:
                     raise crash from error

@@ -14,8 +14,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any, Callable
+from typing import Any
 
 from gs_gym.transport.output import redirect_output
 from gs_gym.transport.protocol import Command, Err, ErrorKind, Ok, Request

@@ -1,0 +1,132 @@
+"""A worker that raises, exits, segfaults, hangs or diverges (NaN) is reported in the parent, naming the worker, and
+the env then refuses everything but ``close()``, which does not raise and leaves no process behind."""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import pytest
+import torch
+
+from gs_gym import EnvFailedError, WorkerCrashedError, WorkerError, WorkerTimeoutError
+from gs_gym.errors import RemoteTraceback
+from tests.faults.conftest import make_env, wait_until_gone, worker_pids
+
+RECIPES = {
+    # two workers, envs 0-1 and 2-3; the fault hits the second (env_offset 2)
+    "raise": functools.partial(
+        make_env, 4, num_workers=2, task_kwargs={"fault": "raise", "fault_step": 3, "fault_env_offset": 2}
+    ),
+    # two workers, envs 0-2 and 3-5; NaN in local envs 0 and 2 of the second
+    "nan": functools.partial(
+        make_env, 6, num_workers=2,
+        task_kwargs={"fault": "nan", "fault_step": 2, "fault_env_offset": 3, "nan_envs": (0, 2)},
+    ),
+    "exit": functools.partial(make_env, 2, num_workers=1, task_kwargs={"fault": "exit", "fault_step": 2}),
+    "segfault": functools.partial(make_env, 2, num_workers=1, task_kwargs={"fault": "segfault", "fault_step": 2}),
+    "hang": functools.partial(
+        make_env, 2, num_workers=1, step_timeout=2.0, task_kwargs={"fault": "sleep", "fault_step": 2}
+    ),
+}
+
+
+def steps(env, count: int) -> None:
+    for _ in range(count):
+        env.step(torch.zeros(env.num_envs, 1))
+
+
+def assert_failed_then_closes(env) -> None:
+    """Every call but close() is refused; close() does not raise; no worker process is left."""
+    message = "a worker failed earlier (see the first error); close() the env"
+    for action, call in [
+        ("step", lambda: env.step(torch.zeros(env.num_envs, 1))),
+        ("reset", lambda: env.reset(seed=0)),
+        ("call 'num_envs'", lambda: env.call("num_envs")),
+    ]:
+        with pytest.raises(EnvFailedError, match=f"^{re.escape(f'{action}: {message}')}$"):
+            call()
+    pids = worker_pids(env)
+    env.close()
+    env.close()
+    assert wait_until_gone(pids, 5.0) == []
+
+
+@pytest.mark.prebuilt("raise")
+def test_exception_in_step_names_the_worker_and_fails_the_env(prebuilt):
+    env = prebuilt("raise")
+    env.reset(seed=0)
+    steps(env, 2)
+    with pytest.raises(WorkerError) as caught:
+        steps(env, 1)
+    error = caught.value
+    assert str(error) == (
+        "worker 1 (cpu): RuntimeError: faulty-cartpole: injected raise fault at step 3 (env_offset 2) (during step)"
+    )
+    assert (error.worker, error.device, error.remote_type) == (1, "cpu", "RuntimeError")
+    assert type(error) is WorkerError
+    assert isinstance(error.__cause__, RemoteTraceback)
+    assert 'raise RuntimeError(self._fail(where))' in error.__cause__.formatted
+    assert "RuntimeError: faulty-cartpole: injected raise fault at step 3" in error.__cause__.formatted
+    assert_failed_then_closes(env)
+
+
+@pytest.mark.prebuilt("nan")
+def test_nan_state_names_the_envs_by_global_index(prebuilt):
+    env = prebuilt("nan")
+    # first, a reply that cannot be pickled: a clean WorkerError, and the env stays usable
+    message = "worker 0 (cpu): TypeError: cannot pickle '_thread.lock' object (during get_attr 'unpicklable')"
+    with pytest.raises(WorkerError, match=f"^{re.escape(message)}$"):
+        env.get_attr("unpicklable")
+    env.reset(seed=0)
+    steps(env, 1)
+    with pytest.raises(WorkerError) as caught:
+        steps(env, 1)
+    assert str(caught.value) == (
+        "worker 1 (cpu): NonFiniteObservationError: non-finite observations in envs [3, 5] "
+        "(global indices; local [0, 2]) (during step)"
+    )
+    assert caught.value.remote_type == "NonFiniteObservationError"
+    assert_failed_then_closes(env)
+
+
+@pytest.mark.prebuilt("exit")
+def test_exit_code_and_last_output_are_reported(prebuilt):
+    env = prebuilt("exit")
+    env.reset(seed=0)
+    steps(env, 1)
+    pid = worker_pids(env)[0]
+    with pytest.raises(WorkerCrashedError) as caught:
+        steps(env, 1)
+    lines = str(caught.value).splitlines()
+    assert lines[0] == f"worker 0 (cpu): worker process {pid} exited with code 3 during step"
+    assert lines[1] == "last output of the worker:"
+    assert lines[-1] == "faulty-cartpole: injected exit fault at step 2 (env_offset 0)"
+    assert caught.value.exitcode == 3
+    assert_failed_then_closes(env)
+
+
+@pytest.mark.prebuilt("segfault")
+def test_segfault_is_reported_as_sigsegv(prebuilt):
+    env = prebuilt("segfault")
+    env.reset(seed=0)
+    steps(env, 1)
+    pid = worker_pids(env)[0]
+    with pytest.raises(WorkerCrashedError) as caught:
+        steps(env, 1)
+    assert str(caught.value).splitlines()[0] == (
+        f"worker 0 (cpu): worker process {pid} was killed by signal SIGSEGV during step"
+    )
+    assert caught.value.exitcode == -11
+    assert_failed_then_closes(env)
+
+
+@pytest.mark.prebuilt("hang")
+def test_hang_times_out_and_close_terminates_the_worker(prebuilt):
+    env = prebuilt("hang")
+    env.reset(seed=0)
+    steps(env, 1)
+    with pytest.raises(WorkerTimeoutError) as caught:
+        steps(env, 1)
+    assert str(caught.value) == "worker 0 (cpu): no answer to step within 2 s"
+    assert_failed_then_closes(env)  # the sleeping worker is terminated, not waited for
