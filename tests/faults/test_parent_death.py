@@ -12,10 +12,14 @@ from tests.faults.conftest import Driver, wait_until_gone
 
 DRIVER = textwrap.dedent(
     """
+    import signal
     import torch
     from gs_gym import GenesisVectorEnv
 
     if __name__ == "__main__":
+        # A shell that starts jobs in the background hands them SIGINT ignored; a terminal user's Python has
+        # Python's own handler, which is what Ctrl-C must meet here.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         env = GenesisVectorEnv({num_workers}, "cartpole", backend="cpu", num_workers={num_workers}, seed=0,
                                forward_output=False, step_timeout=None)
         env.reset(seed=0)
