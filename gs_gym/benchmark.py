@@ -2,7 +2,7 @@
 
 Used by ``gs-gym bench`` and ``bench/transport.py``. Random actions every step, a warm-up before timing, the
 device synchronized before the clock stops, medians of repeats. Episode limits are lifted where the task allows
-(cartpole), so that no configuration pays for resets that the raw task skips.
+(cartpole, go2-walk), so that no configuration pays for resets that the raw task skips.
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ from gs_gym.tasks.runtime import init_genesis
 from gs_gym.vector.env import GenesisVectorEnv
 
 StepFn = Callable[[torch.Tensor], Any]
-NO_EPISODE_ENDS = {"cartpole": {"max_episode_steps": 10**9, "angle_limit": 1e9, "track_limit": 1e9}}
+NO_EPISODE_ENDS = {
+    "cartpole": {"max_episode_steps": 10**9, "angle_limit": 1e9, "track_limit": 1e9},
+    "go2-walk": {"max_episode_steps": 10**9, "max_roll": 1e9, "max_pitch": 1e9},
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,14 +56,23 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    seconds_per_step: list[float]
+    """One entry per repeat."""
+    probe_per_step: float | None
+    """How much ``probe()`` grew per timed step (e.g. the workers' busy seconds), over all repeats."""
+
+
 def time_steps(step: StepFn, num_envs: int, action_shape: tuple[int, ...], device: torch.device,
-               seconds: float, repeats: int, warmup: int = 20) -> list[float]:
+               seconds: float, repeats: int, warmup: int = 20, probe: Callable[[], float] | None = None) -> Timing:
     """Seconds per step for each of ``repeats`` runs of at least ``seconds`` with fresh random actions."""
     actions = torch.empty(num_envs, *action_shape, device=device)
     for _ in range(warmup):
         step(actions.uniform_(-1, 1))
     _synchronize(device)
-    results = []
+    results, total_steps = [], 0
+    probe_start = probe() if probe is not None else 0.0
     for _ in range(repeats):
         steps, start = 0, time.perf_counter()
         while steps % 10 or time.perf_counter() - start < seconds:
@@ -68,7 +80,9 @@ def time_steps(step: StepFn, num_envs: int, action_shape: tuple[int, ...], devic
             steps += 1
         _synchronize(device)
         results.append((time.perf_counter() - start) / steps)
-    return results
+        total_steps += steps
+    probe_per_step = None if probe is None else (probe() - probe_start) / total_steps
+    return Timing(results, probe_per_step)
 
 
 def _raw_task(task_name: str, num_envs: int, backend: str, task_kwargs: dict[str, Any]):
@@ -87,14 +101,15 @@ def _raw_task(task_name: str, num_envs: int, backend: str, task_kwargs: dict[str
         task.simulate()
         task.observe(), task.compute_rewards(), task.compute_terminated(), task.compute_truncated()
 
-    return step, task.device, task.close
+    return step, task.device, task.close, None
 
 
 def _vector_env(config: BenchConfig, task_name: str, num_envs: int, backend: str, task_kwargs: dict[str, Any]):
     env = GenesisVectorEnv(num_envs, task_name, backend=backend, num_workers=config.workers, seed=0, copy=False,
-                           check_actions=False, host_buffers=config.host_buffers, task_kwargs=task_kwargs)
+                           check_actions=False, host_buffers=config.host_buffers, task_kwargs=task_kwargs,
+                           verbose=False)
     env.reset(seed=0)
-    return env.step, env.main_device, env.close
+    return env.step, env.main_device, env.close, lambda: max(env.worker_busy_seconds)
 
 
 def run_benchmark(task: str, backend: str, n_envs: Sequence[int], configs: Sequence[BenchConfig],
@@ -109,17 +124,18 @@ def run_benchmark(task: str, backend: str, n_envs: Sequence[int], configs: Seque
             if config.workers > num_envs:
                 continue
             if config.raw:
-                step, device, close = _raw_task(task, num_envs, backend, task_kwargs)
+                step, device, close, busy = _raw_task(task, num_envs, backend, task_kwargs)
             else:
-                step, device, close = _vector_env(config, task, num_envs, backend, task_kwargs)
+                step, device, close, busy = _vector_env(config, task, num_envs, backend, task_kwargs)
             try:
-                per_step = time_steps(step, num_envs, action_shape, device, seconds, repeats)
+                timing = time_steps(step, num_envs, action_shape, device, seconds, repeats, probe=busy)
             finally:
                 close()
-            median = statistics.median(per_step)
+            median = statistics.median(timing.seconds_per_step)
             row = {"config": config.label, "workers": config.workers, "raw": config.raw, "n_envs": num_envs,
                    "us_per_step": median * 1e6, "env_steps_per_s": num_envs / median,
-                   "repeats_us": [s * 1e6 for s in per_step]}
+                   "repeats_us": [s * 1e6 for s in timing.seconds_per_step],
+                   "busy_us_per_step": None if timing.probe_per_step is None else timing.probe_per_step * 1e6}
             rows.append(row)
             if on_row is not None:
                 on_row(row)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from importlib import metadata
@@ -13,7 +12,8 @@ from typing import Any
 
 import torch
 
-KERNEL_CACHE = Path(os.environ.get("QD_OFFLINE_CACHE_FILE_PATH", Path.home() / ".cache" / "quadrants"))
+from gs_gym.tasks.runtime import KERNEL_CACHE
+
 PACKAGES = ("gs-gym", "genesis-world", "quadrants", "torch", "gymnasium", "numpy")
 
 

@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 import torch
 from gymnasium.spaces import Box
-from gymnasium.vector import AutoresetMode
 
 try:
     from rsl_rl.env import VecEnv
@@ -43,12 +42,17 @@ except ImportError as error:  # pragma: no cover - exercised by a test that hide
         'install the extra with: pip install "gs-gym[rsl-rl]"'
     ) from error
 
+from gs_gym.adapters.requirements import AdapterRequirements
 from gs_gym.vector.env import GenesisVectorEnv
 
 __all__ = ["RslRlVecEnv"]
 
-_REQUIRED_OUTPUT = "torch"
-_REQUIRED_MODE = AutoresetMode.SAME_STEP
+_REQUIREMENTS = AdapterRequirements(
+    adapter="RslRlVecEnv",
+    output="torch",
+    output_reason="rsl_rl works on torch tensors",
+    mode_reason="rsl_rl expects finished envs to be reset in the step that ends them",
+)
 
 
 class RslRlVecEnv(VecEnv):
@@ -73,22 +77,7 @@ class RslRlVecEnv(VecEnv):
         clip_actions: bool = True,
         seed: int | None = None,
     ) -> None:
-        if not isinstance(venv, GenesisVectorEnv):
-            raise TypeError(
-                f"RslRlVecEnv: expected a gs_gym.GenesisVectorEnv, got {type(venv).__name__} "
-                "(pass the unwrapped vector env, or use RslRlVecEnv.make(num_envs, ...))"
-            )
-        if venv.output != _REQUIRED_OUTPUT:
-            raise ValueError(
-                f"RslRlVecEnv: the GenesisVectorEnv must be built with output='torch', got output={venv.output!r} "
-                "(rsl_rl works on torch tensors; or use RslRlVecEnv.make(num_envs, ...))"
-            )
-        if venv.autoreset_mode != _REQUIRED_MODE:
-            raise ValueError(
-                "RslRlVecEnv: the GenesisVectorEnv must be built with autoreset_mode=AutoresetMode.SAME_STEP, got "
-                f"{venv.autoreset_mode} (rsl_rl expects finished envs to be reset in the step that ends them; or "
-                "use RslRlVecEnv.make(num_envs, ...))"
-            )
+        _REQUIREMENTS.check_venv(venv)
         action_space = venv.single_action_space
         if not isinstance(action_space, Box):
             raise TypeError(f"RslRlVecEnv: rsl_rl needs a continuous (Box) action space, got {action_space}")
@@ -116,16 +105,7 @@ class RslRlVecEnv(VecEnv):
 
         ``output`` and ``autoreset_mode`` may be given only with those values; ``seed`` also seeds the first reset.
         """
-        output = env_kwargs.pop("output", _REQUIRED_OUTPUT)
-        if output != _REQUIRED_OUTPUT:
-            raise ValueError(f"RslRlVecEnv.make: output must be 'torch' (rsl_rl works on tensors), got {output!r}")
-        mode = env_kwargs.pop("autoreset_mode", _REQUIRED_MODE)
-        if mode not in (_REQUIRED_MODE, _REQUIRED_MODE.value, _REQUIRED_MODE.name, _REQUIRED_MODE.name.lower()):
-            raise ValueError(
-                "RslRlVecEnv.make: autoreset_mode must be AutoresetMode.SAME_STEP (rsl_rl expects finished envs to "
-                f"be reset in the step that ends them), got {mode!r}"
-            )
-        venv = GenesisVectorEnv(num_envs, output=_REQUIRED_OUTPUT, autoreset_mode=_REQUIRED_MODE, **env_kwargs)
+        venv = GenesisVectorEnv(num_envs, **_REQUIREMENTS.make_kwargs(env_kwargs))
         try:
             return cls(venv, obs_group=obs_group, clip_actions=clip_actions, seed=env_kwargs.get("seed"))
         except BaseException:

@@ -26,7 +26,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
-from gymnasium.vector import AutoresetMode
 
 try:
     from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
@@ -36,13 +35,18 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
         'install the extra with: pip install "gs-gym[sb3]"'
     ) from error
 
+from gs_gym.adapters.requirements import AdapterRequirements
 from gs_gym.errors import WorkerError
 from gs_gym.vector.env import GenesisVectorEnv
 
 __all__ = ["Sb3VecEnv"]
 
-_REQUIRED_OUTPUT = "numpy"
-_REQUIRED_MODE = AutoresetMode.SAME_STEP
+_REQUIREMENTS = AdapterRequirements(
+    adapter="Sb3VecEnv",
+    output="numpy",
+    output_reason="SB3 works on numpy arrays",
+    mode_reason="SB3 expects the reset observation in the same step as terminal_observation",
+)
 _VECTOR_LEVEL_ATTRIBUTES = frozenset({"render_mode"})
 """Attributes that belong to the vector env, not to a task; ``get_attr`` answers them from ``GenesisVectorEnv``."""
 
@@ -55,22 +59,7 @@ class Sb3VecEnv(VecEnv):
     """
 
     def __init__(self, venv: GenesisVectorEnv) -> None:
-        if not isinstance(venv, GenesisVectorEnv):
-            raise TypeError(
-                f"Sb3VecEnv: expected a gs_gym.GenesisVectorEnv, got {type(venv).__name__} "
-                "(pass the unwrapped vector env, or use Sb3VecEnv.make(num_envs, ...))"
-            )
-        if venv.output != _REQUIRED_OUTPUT:
-            raise ValueError(
-                f"Sb3VecEnv: the GenesisVectorEnv must be built with output='numpy', got output={venv.output!r} "
-                "(SB3 works on numpy arrays; or use Sb3VecEnv.make(num_envs, ...))"
-            )
-        if venv.autoreset_mode != _REQUIRED_MODE:
-            raise ValueError(
-                f"Sb3VecEnv: the GenesisVectorEnv must be built with autoreset_mode=AutoresetMode.SAME_STEP, "
-                f"got {venv.autoreset_mode} (SB3 expects the reset observation in the same step as "
-                "terminal_observation; or use Sb3VecEnv.make(num_envs, ...))"
-            )
+        _REQUIREMENTS.check_venv(venv)
         self.venv = venv  # set before VecEnv.__init__, which reads get_attr("render_mode")
         super().__init__(venv.num_envs, venv.single_observation_space, venv.single_action_space)
         # VecEnv.__init__ rebuilt metadata from render_mode alone; keep the vector env's render modes.
@@ -82,16 +71,7 @@ class Sb3VecEnv(VecEnv):
 
         ``output`` and ``autoreset_mode`` may be given only with those values.
         """
-        output = env_kwargs.pop("output", _REQUIRED_OUTPUT)
-        if output != _REQUIRED_OUTPUT:
-            raise ValueError(f"Sb3VecEnv.make: output must be 'numpy' (SB3 works on numpy arrays), got {output!r}")
-        mode = env_kwargs.pop("autoreset_mode", _REQUIRED_MODE)
-        if mode not in (_REQUIRED_MODE, _REQUIRED_MODE.value, _REQUIRED_MODE.name):
-            raise ValueError(
-                f"Sb3VecEnv.make: autoreset_mode must be AutoresetMode.SAME_STEP (SB3 expects the reset "
-                f"observation in the same step as terminal_observation), got {mode!r}"
-            )
-        venv = GenesisVectorEnv(num_envs, output=_REQUIRED_OUTPUT, autoreset_mode=_REQUIRED_MODE, **env_kwargs)
+        venv = GenesisVectorEnv(num_envs, **_REQUIREMENTS.make_kwargs(env_kwargs))
         try:
             return cls(venv)
         except BaseException:

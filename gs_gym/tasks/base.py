@@ -86,6 +86,14 @@ class Task(ABC):
     def reset_envs(self, env_ids: torch.Tensor, rng: EnvRandom) -> None:
         """Start new episodes for the local envs ``env_ids`` (int64), drawing randomness from ``rng`` only."""
 
+    def metrics(self) -> dict[str, float]:
+        """Diagnostics of the current state, each averaged over this task's envs (for logging; none by default).
+
+        Called between steps (e.g. through ``GenesisVectorEnv.call("metrics")``, one dict per worker); must not
+        change any state. Values are plain floats, keys the same on every call.
+        """
+        return {}
+
     def render(self) -> Any:
         """A frame for ``render_mode``; only tasks that list render modes implement it."""
         raise NotImplementedError(f"task {self.name!r} does not render")

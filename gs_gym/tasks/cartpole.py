@@ -113,6 +113,12 @@ class CartPole(Task):
         cart = position[:, 0] / config.track_limit
         return (1.0 - config.angle_cost * angle**2 - config.position_cost * cart**2).to(torch.float32)
 
+    def metrics(self) -> dict[str, float]:
+        """Means over the envs of ``|pole angle|`` (radians) and ``|cart position|`` (meters)."""
+        position, _ = self._state()
+        values = position.abs().mean(dim=0).tolist()
+        return {"abs_pole_angle": values[1], "abs_cart_position": values[0]}
+
     def compute_terminated(self) -> torch.Tensor:
         position, _ = self._state()
         return (position[:, 0].abs() > self.config.track_limit) | (position[:, 1].abs() > self.config.angle_limit)

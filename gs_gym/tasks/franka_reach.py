@@ -178,6 +178,13 @@ class FrankaReach(Task):
         success = (distance < c.success_threshold).to(torch.float32)
         return (-c.distance_weight * distance + c.success_bonus * success).to(torch.float32)
 
+    def metrics(self) -> dict[str, float]:
+        """Means over the envs: hand-to-target distance (m) and the fraction within ``success_threshold``."""
+        distance = self.distance()
+        success = (distance < self.config.success_threshold).to(torch.float32)
+        values = torch.stack([distance.mean(), success.mean()]).tolist()
+        return dict(zip(("distance", "success_rate"), values))
+
     def compute_terminated(self) -> torch.Tensor:
         if not self.config.terminate_on_success:
             return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)

@@ -290,6 +290,24 @@ class Go2Walk(Task):
             total = total + getattr(c, f"reward_{name}") * value
         return (total * c.dt).to(torch.float32)
 
+    def metrics(self) -> dict[str, float]:
+        """Means over the envs: base-frame forward/lateral velocity (m/s) and yaw rate (rad/s), the commanded
+        forward velocity, the tracking error ``|cmd_xy - v_xy|`` (m/s) and the base height (m)."""
+        s = self.base_state()
+        lin_vel, commands = s["lin_vel"], self.commands
+        values = torch.stack(
+            [
+                lin_vel[:, 0].mean(),
+                lin_vel[:, 1].mean(),
+                s["ang_vel"][:, 2].mean(),
+                commands[:, 0].mean(),
+                torch.linalg.vector_norm(commands[:, :2] - lin_vel[:, :2], dim=1).mean(),
+                s["pos"][:, 2].mean(),
+            ]
+        ).tolist()
+        names = ("forward_vel", "lateral_vel", "yaw_rate", "command_forward_vel", "tracking_error", "base_height")
+        return dict(zip(names, values))
+
     def compute_terminated(self) -> torch.Tensor:
         roll, pitch = roll_pitch(self.robot.get_quat())
         return (roll.abs() > self.config.max_roll) | (pitch.abs() > self.config.max_pitch)

@@ -2,13 +2,40 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from pathlib import Path
 
 _initialized_with: tuple[str, bool] | None = None
+KERNEL_CACHE = Path(os.environ.get("QD_OFFLINE_CACHE_FILE_PATH", Path.home() / ".cache" / "quadrants"))
+"""Where quadrants keeps the kernels Genesis compiled (a first build of a scene fills it; later builds load them)."""
+GENESIS_LOGGING_LEVELS = {
+    "debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+}
+"""The level names ``gs.init(logging_level=...)`` is given, and their ``logging`` numbers."""
+
+
+def resolve_genesis_logging_level(level: str | int | None) -> str:
+    """The level name for ``gs.init``: ``level`` by name (any case) or ``logging`` number, or when None the effective
+    level of the ``gs_gym`` logger (WARNING unless the application set one). Numbers round down to a named level
+    (below DEBUG: "debug")."""
+    if level is None:
+        level = logging.getLogger("gs_gym").getEffectiveLevel()
+    if isinstance(level, str) and level.lower() in GENESIS_LOGGING_LEVELS:
+        return level.lower()
+    if isinstance(level, int) and not isinstance(level, bool) and level >= 0:
+        reached = [name for name, number in GENESIS_LOGGING_LEVELS.items() if number <= level]  # ascending
+        return reached[-1] if reached else "debug"
+    raise ValueError(
+        f"genesis_logging_level: expected one of {list(GENESIS_LOGGING_LEVELS)}, a logging level number or None, "
+        f"got {level!r}"
+    )
 
 
 def init_genesis(backend: str, *, performance_mode: bool = False, logging_level: str = "warning") -> None:
-    """Initialize Genesis for ``backend`` ("cpu" or "gpu") unless this process already did with the same settings."""
+    """Initialize Genesis for ``backend`` ("cpu" or "gpu") unless this process already did with the same settings
+    (``logging_level`` is not one of them: the first call's level stays)."""
     global _initialized_with
     wanted = (backend, performance_mode)
     if _initialized_with is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import multiprocessing as mp
 import os
 import signal
@@ -17,10 +18,15 @@ import cloudpickle
 
 from gs_gym.errors import BuildError, GsGymError, RemoteTraceback, WorkerCrashedError, WorkerError, WorkerTimeoutError
 from gs_gym.transport.output import OutputPump
-from gs_gym.transport.protocol import Command, Err, ErrorKind, Ok, Request
+from gs_gym.transport.progress import BuildProgress, ProgressFactory
+from gs_gym.transport.protocol import Command, Err, ErrorKind, Ok, Request, Status
 from gs_gym.transport.worker import WorkerSpec, worker_main
 
 _ENVIRON_LOCK = threading.Lock()
+
+
+def _ignore_status(stage: str) -> None:
+    """The status callback of a worker whose build nobody displays."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +35,8 @@ class WorkerLaunch:
 
     label: str
     environment: dict[str, str]
-    shard_factory: Callable[[], Any]
+    shard_factory: Callable[[Callable[[str], None]], Any]
+    """Called in the worker as ``shard_factory(report)``; ``report(stage)`` shows a build stage in the parent."""
 
 
 @contextlib.contextmanager
@@ -83,7 +90,9 @@ class _Worker:
             self.process.start()
         child_conn.close()
         output_writer.close()
-        self.output = OutputPump(output_reader, f"[gs_gym worker {index}] ", forward_output)
+        self.output = OutputPump(output_reader, index, forward_output)
+        self.on_status: Callable[[str], None] = _ignore_status
+        """Called with each build stage the worker reports (``Status``)."""
         self.seq = 0
         self.alive = True
         """False once the worker is known dead, or unusable (a build error)."""
@@ -139,19 +148,20 @@ class WorkerPool:
         build_timeout: float,
         forward_output: bool = True,
         start_method: str = "spawn",
+        progress: ProgressFactory = BuildProgress,
     ) -> None:
         self._ctx = mp.get_context(start_method)
         self._launches = list(launches)
         self._build_timeout = build_timeout
         self._forward_output = forward_output
+        self._progress = progress
+        """Opens the display of each build wait (the first build, each restart); silent by default."""
         self._workers: list[_Worker] = []
         self._closed = False
+        self.busy_seconds = [0.0] * len(self._launches)
+        """Per worker: seconds spent executing commands since it started (the handshake's build excluded)."""
         try:
-            for index, launch in enumerate(self._launches):
-                self._workers.append(_Worker(index, launch, self._ctx, forward_output))
-            self.handshakes = self._collect_replies(
-                range(len(self._workers)), build_timeout, "build", expected_seq=0, fail_fast=True
-            )
+            self.handshakes = self._start_and_build(list(range(len(self._launches))), "build")
         except BaseException:
             self.close()
             raise
@@ -203,11 +213,23 @@ class WorkerPool:
             raise GsGymError("restart: the pool is closed")
         old = self._workers[index]
         old.stop(0.0)
-        worker = _Worker(index, self._launches[index], self._ctx, self._forward_output)
-        self._workers[index] = worker
-        (handshake,) = self._collect_replies([index], self._build_timeout, "restart", expected_seq=0, fail_fast=True)
+        self.busy_seconds[index] = 0.0
+        (handshake,) = self._start_and_build([index], "restart")
         self.handshakes[index] = handshake
         return handshake
+
+    def _start_and_build(self, indices: list[int], during: str) -> list[Any]:
+        """Start workers ``indices`` from their launches and wait for their handshakes (``build_timeout``, the
+        first failure raises), showing the stages they report on a display opened for the wait."""
+        with self._progress([f"worker {i} ({self._launches[i].label})" for i in indices]) as display:
+            for row, index in enumerate(indices):
+                worker = _Worker(index, self._launches[index], self._ctx, self._forward_output)
+                worker.on_status = functools.partial(display.update, row)
+                if index < len(self._workers):
+                    self._workers[index] = worker
+                else:
+                    self._workers.append(worker)
+            return self._collect_replies(indices, self._build_timeout, during, expected_seq=0, fail_fast=True)
 
     def _collect_replies(
         self,
@@ -255,6 +277,9 @@ class WorkerPool:
                     values[worker.index] = None
                     del pending[worker.index]
                     continue
+                if isinstance(reply, Status):  # a build stage before the handshake: the worker is still pending
+                    worker.on_status(reply.stage)
+                    continue
                 del pending[worker.index]
                 worker.built = True
                 seq = worker.seq if expected_seq is None else expected_seq
@@ -262,6 +287,7 @@ class WorkerPool:
                     raise GsGymError(f"worker {worker.index}: reply {reply.seq} does not answer request {seq}")
                 if isinstance(reply, Ok):
                     values[worker.index] = reply.value
+                    self.busy_seconds[worker.index] += reply.seconds
                 else:
                     errors[worker.index] = self._error_from(worker, reply, during)
                     if fail_fast:

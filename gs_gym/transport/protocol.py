@@ -1,4 +1,5 @@
-"""The messages that cross a worker's pipe: one ``Request`` in, one ``Ok`` or ``Err`` out.
+"""The messages that cross a worker's pipe: one ``Request`` in, one ``Ok`` or ``Err`` out (and, while a worker
+builds, any number of ``Status`` messages before its handshake).
 
 Per step the pipe carries ``Request(Command.STEP, seq)`` and ``Ok(seq)``: the data itself sits in buffers that
 were shared once at start-up. ``seq`` lets the parent reject a stale reply instead of misreading it.
@@ -39,6 +40,8 @@ class Request:
 class Ok:
     seq: int
     value: Any = None
+    seconds: float = 0.0
+    """Time the worker spent executing the command (what the parent's wait adds on top is transport)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +57,14 @@ class Err:
         """Capture ``error`` with its formatted traceback (exceptions themselves may not pickle)."""
         formatted = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         return cls(seq, kind, type(error).__name__, f"{type(error).__name__}: {error}", formatted)
+
+
+@dataclasses.dataclass(frozen=True)
+class Status:
+    """Sent by a worker while it builds, before its handshake (``Ok(0)`` or ``Err(0)``): the stage it reached, as
+    the parent's progress display shows it. Not a reply: it answers no request and carries no ``seq``."""
+
+    stage: str
 
 
 Reply = Ok | Err

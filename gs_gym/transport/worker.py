@@ -19,7 +19,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from gs_gym.transport.output import redirect_output
-from gs_gym.transport.protocol import Command, Err, ErrorKind, Ok, Request
+from gs_gym.transport.progress import READY
+from gs_gym.transport.protocol import Command, Err, ErrorKind, Ok, Request, Status
 
 _PR_SET_PDEATHSIG = 1
 _PARENT_POLL_SECONDS = 0.5
@@ -32,6 +33,7 @@ class WorkerSpec:
     index: int
     environment: dict[str, str]
     shard_factory: bytes
+    """Cloudpickled; called in the worker as ``factory(report)``: ``report(stage: str)`` sends a ``Status``."""
     parent_pid: int
     parent_death_signal: bool = True
     """Ask the kernel for SIGKILL when the thread that started this worker exits (Linux); only right when that
@@ -84,8 +86,10 @@ def serve(conn: Connection, shard: Any) -> None:
             shard.close()
             conn.send(Ok(request.seq))
             return
+        start = time.perf_counter()
         try:
-            reply = Ok(request.seq, handlers[request.command](*request.args))
+            value = handlers[request.command](*request.args)
+            reply = Ok(request.seq, value, time.perf_counter() - start)
         except Exception as error:  # reported to the parent, which raises WorkerError
             reply = Err.from_exception(request.seq, ErrorKind.EXCEPTION, error)
         try:
@@ -104,8 +108,12 @@ def worker_main(conn: Connection, output: Connection | None, spec: WorkerSpec) -
     try:
         import cloudpickle
 
-        shard = cloudpickle.loads(spec.shard_factory)()
+        def report(stage: str) -> None:
+            conn.send(Status(stage))
+
+        shard = cloudpickle.loads(spec.shard_factory)(report)
         handshake = shard.handshake()
+        report(READY)
     except BaseException as error:
         conn.send(Err.from_exception(0, ErrorKind.BUILD, error))
         conn.close()

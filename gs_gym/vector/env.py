@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -16,16 +16,18 @@ from gymnasium.vector.utils import batch_space
 
 from gs_gym.errors import CallOrderError, EnvFailedError, GsGymError, WorkerCrashedError, WorkerTimeoutError
 from gs_gym.tasks import Task, resolve_task
+from gs_gym.tasks.runtime import resolve_genesis_logging_level
 from gs_gym.transport.devices import cuda_uuid, visible_gpu_count
 from gs_gym.transport.pool import WorkerLaunch, WorkerPool
+from gs_gym.transport.progress import StartupDisplay
 from gs_gym.transport.protocol import Command
 from gs_gym.vector.in_process import InProcessPool
-from gs_gym.vector.shard import EnvShard, ShardBuffers, ShardSpec
+from gs_gym.vector.shard import EnvShard, ShardBuffers, ShardSpec, kernel_cache_notice
 from gs_gym.vector.sharding import EnvRange, split_envs
 from gs_gym.vector.validation import as_action_tensor, check_reset_mask, check_seed
 
 _BACKENDS = ("gpu", "cpu")
-_OUTPUTS = ("torch", "numpy")
+_OUTPUTS = ("torch", "numpy", "shards")
 _ON_WORKER_FAILURE = ("raise", "restart")
 _WORKER_FAILED = "a worker failed earlier (see the first error)"
 
@@ -63,25 +65,41 @@ class GenesisVectorEnv(VectorEnv):
             them round-robin.
         devices: CUDA device indices (as this process sees them) for the workers; default every visible GPU.
         seed: base seed: env ``g`` starts with seed ``seed + g`` (random when None). ``reset(seed=...)`` re-seeds.
-        output: ``"torch"`` (tensors on ``main_device``) or ``"numpy"`` (host arrays for CPU algorithms).
+        output: ``"torch"`` (tensors on ``main_device``), ``"numpy"`` (host arrays for CPU algorithms) or
+            ``"shards"``: no gather; every output (and every per-env entry of ``info``) is a tuple with one tensor
+            per worker, on that worker's device, holding the envs of ``env_ranges[i]``; ``step`` also takes actions
+            as such a tuple. For learners that stay sharded; outside Gymnasium's contract (the spaces describe
+            the whole batch): the adapters refuse it, and wrappers expect one batch.
         autoreset_mode: ``NEXT_STEP`` (default), ``SAME_STEP`` or ``DISABLED`` (see ``gymnasium.vector``).
         task_kwargs: overrides of the task's config fields.
-        performance_mode: Genesis ``performance_mode`` (faster stepping; recompiles for every new shard size).
+        performance_mode: Genesis ``performance_mode``. Off by default: on the H200 it stepped 1.16x (go2-walk) and
+            1.26x (cartpole) faster at 4096 envs, but compiles again for every new shard size (1-2 min) and adds
+            10-18 s to every build (``bench/results/README.md``); worth it for long runs at a fixed size.
         main_device: where gathered outputs live; default the first GPU on ``"gpu"``, the CPU on ``"cpu"``.
         render_mode: one of the task's ``render_modes`` or None.
         copy: return fresh tensors each step (True) or the env's own output buffers, overwritten by the next call.
         check_actions: reject NaN/inf actions (costs one device sync per step on GPU).
         build_timeout: seconds allowed for workers to start and build their scenes (first builds compile kernels).
         step_timeout: seconds allowed for one step/reset/call before ``WorkerTimeoutError``; None waits forever.
-        forward_output: forward the workers' stdout/stderr to this process's stderr, prefixed by worker.
+        forward_output: forward the workers' stdout/stderr, line by line, as INFO records of the logger
+            ``gs_gym.worker.<index>`` (shown on stderr as ``[gs_gym worker <index>] <line>`` when the application
+            configured no logging; see ``gs_gym.transport.output``).
         host_buffers: exchange data through host shared memory even on GPUs (for comparison; slower).
         check_observations: raise (a ``WorkerError`` naming the envs) when a step observes NaN or inf.
         on_worker_failure: ``"raise"`` (default): any worker failure raises and leaves the env failed (only
             ``close()`` is allowed). ``"restart"``: a worker that dies during a step (``WorkerCrashedError``) is
             started again on its device with the same settings, its envs are re-seeded and reset, and the step
             returns for them the reset observations, reward 0, ``truncated=True`` (and, in SAME_STEP mode, the
-            reset observations as ``final_obs``), with ``info["worker_restarts"]`` listing the restarted workers
-            (a ``RuntimeWarning`` says why). Other failures still raise.
+            reset observations as ``final_obs``), with ``info["worker_restarted"]`` (and its mask
+            ``"_worker_restarted"``) true for the envs of restarted workers (a ``RuntimeWarning`` says why). Other
+            failures still raise.
+        verbose: show on stderr, while workers start (and restart), each worker's stage: starting, importing
+            genesis, building scene (a first build compiles kernels for minutes), ready; with one line about the
+            kernel cache. Live rows with ``rich`` (``pip install "gs-gym[progress]"``) on a terminal, else one line
+            per change. None (default): only when stderr is a terminal. ``num_workers=0`` shows the same stages.
+        genesis_logging_level: ``gs.init``'s ``logging_level`` in the workers (and in this process when
+            ``num_workers=0``): "debug", "info", "warning", "error", "critical" or a ``logging`` number. None
+            (default): the effective level of the ``gs_gym`` logger (WARNING unless the application sets one).
     """
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
@@ -109,6 +127,8 @@ class GenesisVectorEnv(VectorEnv):
         host_buffers: bool = False,
         check_observations: bool = True,
         on_worker_failure: str = "raise",
+        verbose: bool | None = None,
+        genesis_logging_level: str | int | None = None,
     ) -> None:
         self._state = _State.CLOSED  # until construction succeeds; lets close() and __del__ run on a failed init
         self._failure = _WORKER_FAILED
@@ -141,6 +161,8 @@ class GenesisVectorEnv(VectorEnv):
             seed = check_seed(seed, num_envs)
             if not isinstance(seed, int):
                 raise TypeError(f"seed: expected an int or None, got {type(seed).__name__}")
+        genesis_level = resolve_genesis_logging_level(genesis_logging_level)
+        progress = StartupDisplay(verbose, notice=kernel_cache_notice())
 
         self.num_envs = num_envs
         self.backend = backend
@@ -177,12 +199,13 @@ class GenesisVectorEnv(VectorEnv):
                 share_buffers=num_workers > 0,
                 host_buffers=host_buffers,
                 check_observations=check_observations,
+                genesis_logging_level=genesis_level,
             )
             for shard in self.env_ranges
         ]
         self._base_seeds = [spec.base_seed for spec in specs]
         if num_workers == 0:
-            self._pool = InProcessPool(specs[0])
+            self._pool = InProcessPool(specs[0], progress=progress)
         else:
             launches = [
                 WorkerLaunch(
@@ -192,11 +215,16 @@ class GenesisVectorEnv(VectorEnv):
                 )
                 for index, spec in enumerate(specs)
             ]
-            self._pool = WorkerPool(launches, build_timeout=build_timeout, forward_output=forward_output)
+            self._pool = WorkerPool(
+                launches, build_timeout=build_timeout, forward_output=forward_output, progress=progress
+            )
         self.worker_devices = [handshake.device for handshake in self._pool.handshakes]
         self.worker_gpu_uuids = [handshake.gpu_uuid for handshake in self._pool.handshakes]
         self._shard_buffers: list[ShardBuffers] = [h.open_buffers() for h in self._pool.handshakes]
-        self._outputs = ShardBuffers.allocate(num_envs, single_obs.shape, single_act.shape, self.main_device)
+        self._outputs = (
+            None if output == "shards"
+            else ShardBuffers.allocate(num_envs, single_obs.shape, single_act.shape, self.main_device)
+        )
         self._all_workers = list(range(len(self._pool)))
         self._state = _State.NEEDS_RESET
 
@@ -249,17 +277,15 @@ class GenesisVectorEnv(VectorEnv):
             requests[index] = (shard_seeds, shard_mask)
         self._run(Command.RESET, requests, "reset")
         self._state = _State.READY
-        return self._convert(self._gather("observations")), {}
+        return self._output("observations"), {}
 
     def step_async(self, actions: Any) -> None:
         """Validate ``actions``, write them into the workers' action buffers and start the step."""
         if self._state is _State.STEP_PENDING:
             raise CallOrderError("step_async: a step is already pending; call step_wait() first")
         self._require(_State.READY, action="step")
-        expected = (self.num_envs, *self.single_action_space.shape)
-        actions = as_action_tensor(actions, expected, self.check_actions)
-        for shard, buffers in zip(self.env_ranges, self._shard_buffers):
-            buffers.actions.copy_(actions[shard.offset : shard.stop], non_blocking=False)
+        for buffers, part in zip(self._shard_buffers, self._action_parts(actions)):
+            buffers.actions.copy_(part, non_blocking=False)
         self._wait_for_action_copies()
         self._send_crashes = {}
         options = {"crashed": self._send_crashes} if self._restart_mode() else {}
@@ -274,24 +300,29 @@ class GenesisVectorEnv(VectorEnv):
         self._collect(self._all_workers, "step", **({} if crashed is None else {"crashed": crashed}))
         restarted = self._restart_workers(crashed) if crashed else []
         self._state = _State.READY
-        terminated = self._gather("terminated")
-        truncated = self._gather("truncated")
         info: dict[str, Any] = {}
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
-            done = terminated | truncated
-            if bool(done.any()):
-                done_out = self._convert(done)
-                info = {"final_obs": self._convert(self._gather("final_observations", copy=True)),
+            done = [buffers.terminated | buffers.truncated for buffers in self._shard_buffers]
+            if any(bool(part.any()) for part in done):
+                done_out = self._present(done)
+                info = {"final_obs": self._output("final_observations", copy=True),
                         "_final_obs": done_out, "final_info": {}, "_final_info": done_out}
         if restarted:
-            info["worker_restarts"] = restarted
+            marked = [torch.full_like(b.truncated, i in restarted) for i, b in enumerate(self._shard_buffers)]
+            info["worker_restarted"] = info["_worker_restarted"] = self._present(marked)
         return (
-            self._convert(self._gather("observations")),
-            self._convert(self._gather("rewards")),
-            self._convert(terminated),
-            self._convert(truncated),
+            self._output("observations"),
+            self._output("rewards"),
+            self._output("terminated"),
+            self._output("truncated"),
             info,
         )
+
+    @property
+    def worker_busy_seconds(self) -> list[float]:
+        """Per worker: seconds spent executing commands since it (re)started. Against the wall time of the same
+        steps, the rest is transport: pipes, waking up, the parent's action copies and gathers."""
+        return list(self._pool.busy_seconds) if self._pool is not None else []
 
     def step(self, actions: Any):
         self.step_async(actions)
@@ -450,19 +481,50 @@ class GenesisVectorEnv(VectorEnv):
         self._send(command, requests)
         return self._collect(list(requests), during, exception_fails_env=command == Command.RESET)
 
-    def _gather(self, name: str, copy: bool | None = None) -> torch.Tensor:
-        """One tensor on ``main_device`` from the workers' buffers ``name``."""
+    def _action_parts(self, actions: Any) -> list[torch.Tensor]:
+        """Each worker's slice of ``actions``, validated; with ``output="shards"`` also a tuple of slices."""
+        action_shape = self.single_action_space.shape
+        if self.output == "shards" and isinstance(actions, (tuple, list)) and all(
+            isinstance(part, (torch.Tensor, np.ndarray)) for part in actions
+        ):
+            if len(actions) != len(self.env_ranges):
+                raise ValueError(
+                    f"actions: expected one tensor per worker ({len(self.env_ranges)}) or one batch, "
+                    f"got a {type(actions).__name__} of {len(actions)}"
+                )
+            return [
+                as_action_tensor(part, (shard.count, *action_shape), self.check_actions, name=f"actions[{i}]")
+                for i, (shard, part) in enumerate(zip(self.env_ranges, actions))
+            ]
+        actions = as_action_tensor(actions, (self.num_envs, *action_shape), self.check_actions)
+        return [actions[shard.offset : shard.stop] for shard in self.env_ranges]
+
+    def _output(self, name: str, copy: bool | None = None) -> Any:
+        """The workers' buffers ``name`` as ``output`` asks: gathered on ``main_device`` (into the reused output
+        buffer unless copying), on the host, or per shard."""
         parts = [getattr(buffers, name) for buffers in self._shard_buffers]
-        if self.copy if copy is None else copy:
-            if len(parts) == 1:
-                return parts[0].to(self.main_device, copy=True)
-            return torch.cat([part.to(self.main_device) for part in parts])
+        fresh = self.copy if copy is None else copy
+        if self.output == "shards":
+            return tuple(part.clone() for part in parts) if fresh else tuple(parts)
+        if fresh:
+            return self._host_or_device(self._gather(parts))
+        assert self._outputs is not None
         out = getattr(self._outputs, name)
         for shard, part in zip(self.env_ranges, parts):
             out[shard.offset : shard.stop].copy_(part)
-        return out
+        return self._host_or_device(out)
 
-    def _convert(self, tensor: torch.Tensor) -> torch.Tensor | np.ndarray:
+    def _present(self, parts: list[torch.Tensor]) -> Any:
+        """Per-shard tensors computed here (not the workers' buffers) as ``output`` asks."""
+        return tuple(parts) if self.output == "shards" else self._host_or_device(self._gather(parts))
+
+    def _gather(self, parts: list[torch.Tensor]) -> torch.Tensor:
+        """A new tensor on ``main_device`` holding ``parts`` in env order."""
+        if len(parts) == 1:
+            return parts[0].to(self.main_device, copy=True)
+        return torch.cat([part.to(self.main_device) for part in parts])
+
+    def _host_or_device(self, tensor: torch.Tensor) -> torch.Tensor | np.ndarray:
         return tensor.cpu().numpy() if self.output == "numpy" else tensor
 
 
@@ -472,5 +534,5 @@ class _ShardFactory:
     def __init__(self, spec: ShardSpec) -> None:
         self.spec = spec
 
-    def __call__(self) -> EnvShard:
-        return EnvShard(self.spec)
+    def __call__(self, report: Callable[[str], None] | None = None) -> EnvShard:
+        return EnvShard(self.spec, report)

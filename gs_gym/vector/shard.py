@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -19,8 +20,22 @@ from gymnasium.vector import AutoresetMode
 from gs_gym.errors import NonFiniteObservationError
 from gs_gym.tasks.base import Task, TaskConfig
 from gs_gym.tasks.random import EnvRandom
-from gs_gym.tasks.runtime import init_genesis
+from gs_gym.tasks.runtime import KERNEL_CACHE, init_genesis
 from gs_gym.transport.buffers import ExportedTensor, export_tensor, import_tensor, make_shareable
+
+IMPORTING_GENESIS = "importing genesis"
+"""Build stage: importing Genesis and ``gs.init`` (seconds)."""
+BUILDING_SCENE = "building scene"
+"""Build stage: the task builds its scene; a first build compiles Genesis kernels (minutes), later ones load them."""
+
+
+def kernel_cache_notice() -> str:
+    """One line for the user about the kernel cache (its location as ``gs-gym info`` reports it)."""
+    return f"the first build of a scene compiles Genesis kernels (minutes); later builds load them from {KERNEL_CACHE}"
+
+
+def _ignore_stage(stage: str) -> None:
+    """The ``report`` of a shard whose build nobody displays."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +56,8 @@ class ShardSpec:
     """Keep the buffers in host memory even when the simulation runs on a GPU (one copy each way per step)."""
     check_observations: bool = True
     """Raise ``NonFiniteObservationError`` when a step observes NaN or inf (one reduction per step)."""
+    genesis_logging_level: str = "warning"
+    """``gs.init(logging_level=...)``: what Genesis itself prints (in a worker: through the worker's output)."""
 
 
 @dataclasses.dataclass
@@ -89,12 +106,16 @@ class ShardHandshake:
 class EnvShard:
     """A built task plus its buffers, episode counters and random streams."""
 
-    def __init__(self, spec: ShardSpec) -> None:
-        init_genesis(spec.backend, performance_mode=spec.performance_mode)
+    def __init__(self, spec: ShardSpec, report: Callable[[str], None] | None = None) -> None:
+        """Build the shard; ``report(stage)`` is told when it reaches ``IMPORTING_GENESIS`` and ``BUILDING_SCENE``."""
+        report = report or _ignore_stage
+        report(IMPORTING_GENESIS)
+        init_genesis(spec.backend, performance_mode=spec.performance_mode, logging_level=spec.genesis_logging_level)
         import genesis as gs
 
         self.spec = spec
         self.device = torch.device(gs.device)
+        report(BUILDING_SCENE)
         self.task = spec.task_class(spec.config, spec.num_envs, self.device)
         self.task.build()
         obs_space, act_space = spec.task_class.spaces(spec.config)

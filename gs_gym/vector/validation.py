@@ -11,24 +11,27 @@ import torch
 Seeds = int | list[int | None] | None
 
 
-def as_action_tensor(actions: Any, expected_shape: tuple[int, ...], check_finite: bool) -> torch.Tensor:
-    """Return ``actions`` as a float32 tensor (on its own device) after checking type, shape, dtype and values."""
+def as_action_tensor(
+    actions: Any, expected_shape: tuple[int, ...], check_finite: bool, name: str = "actions"
+) -> torch.Tensor:
+    """Return ``actions`` as a float32 tensor (on its own device) after checking type, shape, dtype and values;
+    errors call it ``name``."""
     if isinstance(actions, (list, tuple)):
         actions = np.asarray(actions)
     if isinstance(actions, np.ndarray):
         if not (np.issubdtype(actions.dtype, np.floating) or np.issubdtype(actions.dtype, np.integer)):
-            raise ValueError(f"actions: expected a real-valued array, got dtype {actions.dtype}")
+            raise ValueError(f"{name}: expected a real-valued array, got dtype {actions.dtype}")
         actions = torch.from_numpy(np.ascontiguousarray(actions))
     elif not isinstance(actions, torch.Tensor):
-        raise TypeError(f"actions: expected a torch.Tensor or numpy.ndarray, got {type(actions).__name__}")
+        raise TypeError(f"{name}: expected a torch.Tensor or numpy.ndarray, got {type(actions).__name__}")
     if actions.dtype == torch.bool or actions.is_complex():
-        raise ValueError(f"actions: expected a real-valued tensor, got dtype {actions.dtype}")
+        raise ValueError(f"{name}: expected a real-valued tensor, got dtype {actions.dtype}")
     if tuple(actions.shape) != expected_shape:
-        raise ValueError(f"actions: expected shape {expected_shape}, got {tuple(actions.shape)}")
+        raise ValueError(f"{name}: expected shape {expected_shape}, got {tuple(actions.shape)}")
     actions = actions.to(torch.float32)
     if check_finite and not bool(torch.isfinite(actions).all()):
         bad = (~torch.isfinite(actions)).reshape(actions.shape[0], -1).any(dim=1).nonzero().flatten().tolist()
-        raise ValueError(f"actions: expected finite values, got NaN or inf for env(s) {bad[:10]}")
+        raise ValueError(f"{name}: expected finite values, got NaN or inf for env(s) {bad[:10]}")
     return actions
 
 

@@ -66,6 +66,34 @@ def test_two_workers_share_gpu_0_with_distinct_shards(envs):
     assert not torch.equal(obs[:32], obs[32:])
 
 
+def test_sharded_outputs_are_the_workers_cuda_buffers(envs):
+    env = GenesisVectorEnv(NUM_ENVS, num_workers=2, devices=[0], output="shards", copy=False, **KWARGS)
+    try:
+        shards, _ = env.reset(seed=0)
+        reference, _ = envs["in-process"].reset(seed=0)
+        assert [part.device for part in shards] == [torch.device("cuda:0")] * 2
+        torch.testing.assert_close(torch.cat(shards), reference)
+        actions = torch.rand(NUM_ENVS, 1, device="cuda") * 2 - 1
+        obs, rewards, *_ = env.step((actions[:32], actions[32:]))
+        want = envs["in-process"].step(actions)
+        torch.testing.assert_close(torch.cat(obs), want[0])
+        torch.testing.assert_close(torch.cat(rewards), want[1])
+        assert all(part.data_ptr() == buffers.observations.data_ptr()
+                   for part, buffers in zip(obs, env._shard_buffers, strict=True))  # no gather, no copy
+    finally:
+        env.close()
+
+
+def test_step_async_lets_the_caller_work_while_the_worker_steps(envs):
+    env = envs["1 worker"]
+    env.reset(seed=0)
+    actions = torch.zeros(NUM_ENVS, 1, device="cuda")
+    env.step_async(actions)
+    side = torch.ones(1024, 1024, device="cuda") @ torch.ones(1024, 1024, device="cuda")  # the caller's own work
+    obs, *_ = env.step_wait()
+    assert side[0, 0].item() == 1024.0 and obs.shape == (NUM_ENVS, 4)
+
+
 def test_buffers_are_mapped_by_uuid(envs):
     env = envs["1 worker"]
     assert env.worker_gpu_uuids == [cuda_uuid(0)]

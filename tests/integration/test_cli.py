@@ -49,8 +49,12 @@ def test_bench_writes_json_and_png(tmp_path):
     assert sorted(report) == ["backend", "machine", "rows", "settings", "task"]
     assert [row["config"] for row in report["rows"]] == ["raw task", "in-process env", "1 worker(s), shared memory"]
     for row in report["rows"]:
-        assert sorted(row) == ["config", "env_steps_per_s", "n_envs", "raw", "repeats_us", "us_per_step", "workers"]
+        assert sorted(row) == ["busy_us_per_step", "config", "env_steps_per_s", "n_envs", "raw", "repeats_us",
+                               "us_per_step", "workers"]
         assert row["n_envs"] == 8 and len(row["repeats_us"]) == 2
+        # the workers' own time per step: none for the raw task, some but less than the step for the env paths
+        assert (row["busy_us_per_step"] is None) == row["raw"]
+        assert row["raw"] or 0 < row["busy_us_per_step"] < row["us_per_step"]
         assert row["env_steps_per_s"] == pytest.approx(8 / (row["us_per_step"] / 1e6), rel=1e-12)
     assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| n_envs | raw task | in-process env | 1 worker(s), shared memory |" in result.stdout

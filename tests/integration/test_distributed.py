@@ -6,7 +6,11 @@
   of it the two concurrent scene builds): every rank's envs are seeded as its slice of one env of 16 envs, the
   parameters and the observation normalizer are bit-identical across ranks after the updates;
 * a rank that raises after its first update (``--fail-rank 1``, one env worker per rank) ends the job with that
-  rank's error within a bounded time and leaves no process behind.
+  rank's error within a bounded time and leaves no process behind;
+* ``ddp_ppo.py``'s options (no Genesis): every ``train_ppo.py`` option is honored or refused with an exact parser
+  error, presets give train_ppo's settings, the agent takes the network options, the env the env options; and one
+  more two-rank run with the adaptive lr schedule, ``--max-train-time``, another network and no observation
+  normalization, which must keep the ranks in step.
 """
 
 from __future__ import annotations
@@ -425,3 +429,204 @@ def test_rank_failure_ends_the_job_with_its_error(tmp_path):
     assert result.returncode != 0, result.stdout[-6000:]
     assert "injected failure on rank 1" in result.stdout, result.stdout[-6000:]
     assert not (tmp_path / "rank0.json").exists() and not (tmp_path / "rank1.json").exists()
+
+
+# -- ddp_ppo.py options ----------------------------------------------------------------------------------------------
+
+
+def test_every_train_ppo_option_is_honored_or_refused():
+    ddp_ppo = load_ddp_example()
+    train_options = set(vars(ddp_ppo.train_ppo.build_parser().parse_args([])))
+    assert not ddp_ppo.HONORED_OPTIONS & ddp_ppo.REFUSED_OPTIONS.keys()
+    assert ddp_ppo.HONORED_OPTIONS | ddp_ppo.REFUSED_OPTIONS.keys() == train_options
+
+
+def parse_error(capsys, argv: list[str]) -> str:
+    """The message of the parser error ``ddp_ppo.parse_args(argv)`` exits with (after ``error: ``)."""
+    with pytest.raises(SystemExit) as exit_info:
+        load_ddp_example().parse_args(argv)
+    assert exit_info.value.code == 2
+    last_line = capsys.readouterr().err.splitlines()[-1]
+    assert ": error: " in last_line, last_line
+    return last_line.split(": error: ", 1)[1]
+
+
+EVAL_STEPS_REFUSED = ("--eval-steps is not supported by ddp_ppo.py (it does not evaluate after training; load its "
+                      "checkpoint.pt with train_ppo.load_checkpoint and run train_ppo.evaluate)")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--eval-steps", "5"], EVAL_STEPS_REFUSED),
+    (["--eval-steps", "200"], EVAL_STEPS_REFUSED),  # train_ppo.py's default is not this script's
+    (["--task", "go2-walk", "--eval-steps", "250"], EVAL_STEPS_REFUSED),
+    (["--max-train-time", "0"], "--max-train-time must be > 0, got 0.0"),
+    (["--desired-kl", "0"], "--desired-kl must be > 0, got 0.0"),
+    (["--hidden-sizes", "32", "0"], "--hidden-sizes must be positive, got [32, 0]"),
+    (["--update-epochs", "0"], "--update-epochs must be >= 1, got 0"),
+    (["--random-steps", "-1"], "--random-steps must be >= 0, got -1"),
+    (["--num-envs", "6", "--num-steps", "3", "--num-minibatches", "4"],
+     "num_envs * num_steps (18) must be divisible by num_minibatches (4)"),
+])
+def test_ddp_parser_errors(capsys, argv, message):
+    assert parse_error(capsys, argv) == message
+
+
+def test_an_option_ddp_does_not_know_is_refused(capsys, monkeypatch):
+    """A train_ppo.py option missing from HONORED_OPTIONS (e.g. one added later): refused when given a non-default
+    value, or when a preset sets it; accepted at its default."""
+    ddp_ppo = load_ddp_example()
+    monkeypatch.setattr(ddp_ppo, "HONORED_OPTIONS", ddp_ppo.HONORED_OPTIONS - {"activation"})
+    assert parse_error(capsys, ["--activation", "elu"]) == (
+        "--activation is not supported by ddp_ppo.py (a train_ppo.py option it does not know)")
+    assert parse_error(capsys, ["--task", "go2-walk"]) == (
+        "--task go2-walk: its preset sets --activation, which ddp_ppo.py does not support")
+    assert ddp_ppo.parse_args(["--activation", "tanh"]).activation == "tanh"
+
+
+def test_ddp_defaults_and_accepted_values():
+    ddp_ppo = load_ddp_example()
+    args = ddp_ppo.parse_args(["--backend", "cpu", "--eval-steps", "0", "--seed", "4"])
+    assert (args.eval_steps, args.random_steps, args.num_workers, args.max_train_time) == (0, 0, None, None)
+    assert (args.lr_schedule, args.anneal_lr, args.hidden_sizes, args.activation) == ("anneal", True, [64, 64], "tanh")
+    assert (args.preset, args.out_dir, args.norm_obs, args.performance_mode) == (None, "runs/ddp-cartpole-4", True,
+                                                                                False)
+    args = ddp_ppo.parse_args(["--backend", "cpu", "--anneal-lr", "false", "--hidden-size", "32"])
+    assert (args.lr_schedule, args.anneal_lr, args.hidden_sizes) == ("constant", False, [32, 32])
+
+
+def test_go2_preset_gives_train_ppo_settings():
+    """Everything train_ppo.py's go2-walk preset sets, except the evaluation (and the defaults that differ anyway)."""
+    ddp_ppo = load_ddp_example()
+    argv = ["--task", "go2-walk", "--backend", "gpu"]
+    ddp_args, train_args = vars(ddp_ppo.parse_args(argv)), vars(ddp_ppo.train_ppo.parse_args(argv))
+    differing = {key: (ddp_args.get(key), train_args.get(key))
+                 for key in ddp_args.keys() | train_args.keys() if ddp_args.get(key) != train_args.get(key)}
+    assert differing == {  # gpus_per_rank: ddp_ppo.py's own (its other own options default to None)
+        "eval_steps": (0, 250), "num_workers": (None, 1), "out_dir": ("runs/ddp-go2-walk-1", "runs/go2-walk-1"),
+        "gpus_per_rank": (1, None),
+    }
+    assert (ddp_args["preset"], ddp_args["hidden_sizes"], ddp_args["lr_schedule"]) == ("go2-walk", [512, 256, 128],
+                                                                                       "adaptive")
+    override = ddp_ppo.parse_args([*argv, "--hidden-sizes", "64", "--lr-schedule", "constant",
+                                   "--task-kwargs", '{"max_episode_steps": 100, "lin_vel_x_range": [1.0, 1.0]}'])
+    assert (override.hidden_sizes, override.lr_schedule, override.activation) == ([64], "constant", "elu")
+    assert override.task_kwargs == {"lin_vel_x_range": [1.0, 1.0], "lin_vel_y_range": (0.0, 0.0),
+                                    "ang_vel_yaw_range": (0.0, 0.0), "max_episode_steps": 100}
+
+
+def network(agent: torch.nn.Module) -> list[tuple[str, int]]:
+    """The actor mean's layers: ``("Linear", out_features)`` or ``(activation class name, 0)``."""
+    return [(type(m).__name__, getattr(m, "out_features", 0)) for m in agent.actor_mean]
+
+
+@pytest.mark.parametrize(("argv", "layers", "log_std"), [
+    ([], [("Linear", 64), ("Tanh", 0), ("Linear", 64), ("Tanh", 0), ("Linear", 1)], 0.0),
+    (["--hidden-sizes", "32", "16", "8", "--activation", "elu", "--init-log-std", "-0.5"],
+     [("Linear", 32), ("ELU", 0), ("Linear", 16), ("ELU", 0), ("Linear", 8), ("ELU", 0), ("Linear", 1)], -0.5),
+    (["--task", "go2-walk"],
+     [("Linear", 512), ("ELU", 0), ("Linear", 256), ("ELU", 0), ("Linear", 128), ("ELU", 0), ("Linear", 1)], 0.0),
+])
+def test_agent_takes_the_network_options(argv, layers, log_std):
+    ddp_ppo = load_ddp_example()
+    agent = ddp_ppo.make_agent(ddp_ppo.parse_args(["--backend", "cpu", *argv]), 5, 1)
+    assert network(agent) == layers
+    assert [(type(m).__name__, getattr(m, "out_features", 0)) for m in agent.critic] == layers
+    assert agent.actor_mean[0].in_features == 5 and agent.actor_logstd.tolist() == [[log_std]]
+
+
+def test_disabled_obs_normalizer_stays_the_identity():
+    ddp_ppo = load_ddp_example()
+    norm = ddp_ppo.SyncedObsNormalizer((2,), torch.device("cpu"), enabled=False)
+    norm.update(torch.tensor([[10.0, -10.0], [30.0, 50.0]], dtype=torch.float64))
+    assert (norm.mean.tolist(), norm.var.tolist(), float(norm.count)) == ([0.0, 0.0], [1.0, 1.0], 1e-4)
+    normalized = norm.normalize(torch.tensor([[30.0, 50.0]], dtype=torch.float64))
+    assert normalized.dtype == torch.float32 and normalized.tolist() == [[30.0, 50.0]]
+
+
+def test_env_gets_the_env_options(monkeypatch, tmp_path):
+    """``train`` builds the rank's env with the task, the preset's task options and ``--performance-mode``."""
+    ddp_ppo = load_ddp_example()
+    built: dict = {}
+
+    class Built(Exception):
+        pass
+
+    def fake_env(**kwargs):
+        built.update(kwargs)
+        raise Built
+
+    monkeypatch.setattr(ddp_ppo, "GenesisVectorEnv", fake_env)
+    args = ddp_ppo.parse_args(["--task", "go2-walk", "--backend", "cpu", "--performance-mode", "true",
+                               "--torch-threads", "0", "--out-dir", str(tmp_path)])
+    env_kwargs = {"num_envs": 4096, "backend": "cpu", "seed": 1, "main_device": "cpu"}
+    with pytest.raises(Built):
+        ddp_ppo.train(args, RankInfo(), env_kwargs)
+    assert built == {"task": "go2-walk", "autoreset_mode": ddp_ppo.AutoresetMode.SAME_STEP,
+                     "task_kwargs": {"lin_vel_x_range": (0.5, 0.5), "lin_vel_y_range": (0.0, 0.0),
+                                     "ang_vel_yaw_range": (0.0, 0.0)},
+                     "performance_mode": True, **env_kwargs}
+
+
+AGREEMENT_SCRIPT = """
+import importlib.util, json, sys
+import torch
+import torch.distributed as dist
+from gs_gym.distributed import rank_info
+
+if __name__ == "__main__":
+    spec = importlib.util.spec_from_file_location("ddp_ppo", sys.argv[2])
+    ddp_ppo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ddp_ppo)
+    info = rank_info()
+    dist.init_process_group("gloo")
+    # alone, rank 0 would raise the lr (KL below 0.005) and rank 1 lower it (above 0.02); their mean 0.0255 lowers it
+    kl = torch.tensor([[0.001, 0.05][info.rank]])
+    lr = ddp_ppo.synced_adaptive_lr(1e-3, kl, 0.01, info.world_size)
+    # alone, rank 0 would go on (0.5 s < 1 s) and rank 1 stop; their mean 1.25 s stops both
+    up = ddp_ppo.time_is_up([0.5, 2.0][info.rank], 1.0, info.world_size)
+    with open(sys.argv[1] + f"/agreement{info.rank}.json", "w") as f:
+        json.dump({"lr": lr, "time_is_up": up}, f)
+    dist.destroy_process_group()
+"""
+
+
+def test_adaptive_lr_and_time_limit_are_decided_over_all_ranks(tmp_path):
+    script = tmp_path / "agreement.py"
+    script.write_text(AGREEMENT_SCRIPT)
+    output = run_torchrun([str(script), str(tmp_path), str(EXAMPLE)], timeout=120)
+    assert output.returncode == 0, output.stdout
+    reports = [json.loads((tmp_path / f"agreement{rank}.json").read_text()) for rank in (0, 1)]
+    assert reports == [{"lr": 1e-3 / 1.5, "time_is_up": True}] * 2
+
+
+def test_synced_decisions_without_a_process_group_are_local():
+    ddp_ppo = load_ddp_example()
+    assert ddp_ppo.synced_adaptive_lr(1e-3, torch.tensor(0.001), 0.01, 1) == 1e-3 * 1.5
+    assert ddp_ppo.synced_adaptive_lr(1e-3, torch.tensor(0.05), 0.01, 1) == 1e-3 / 1.5
+    assert ddp_ppo.synced_adaptive_lr(1e-3, torch.tensor(0.01), 0.01, 1) == 1e-3
+    assert (ddp_ppo.time_is_up(0.5, 1.0, 1), ddp_ppo.time_is_up(1.0, 1.0, 1)) == (False, True)
+
+
+def test_adaptive_lr_and_time_limit_keep_the_ranks_in_step(tmp_path):
+    """``--lr-schedule adaptive`` adapts on the KL averaged over ranks and ``--max-train-time`` stops on the mean
+    training time: both ranks end with the same learning rate, iteration count and parameters; the checkpoint holds
+    the ``--hidden-sizes`` / ``--activation`` network and a disabled observation normalizer."""
+    result = run_torchrun(ddp_arguments(
+        tmp_path, "--lr-schedule", "adaptive", "--max-train-time", "1e-6", "--hidden-sizes", "16", "8",
+        "--activation", "elu", "--norm-obs", "false", updates=3))
+    assert result.returncode == 0, result.stdout[-6000:]
+    assert "stopping after 1 of 3 iterations: --max-train-time 1e-06s reached" in result.stdout
+    r0, r1 = (json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1))
+    assert (r0["iterations"], r0["planned_iterations"]) == (r1["iterations"], r1["planned_iterations"]) == (1, 3)
+    assert r0["global_step"] == r1["global_step"] == 2 * NUM_ENVS * NUM_STEPS
+    assert r0["final_lr"] == r1["final_lr"] != 1e-3, "the adaptive schedule left the learning rate alone"
+    assert r0["params_sha256"] == r1["params_sha256"] != r0["initial_params_sha256"]
+    assert r0["obs_norm_sha256"] == r1["obs_norm_sha256"]
+    ddp_ppo = load_ddp_example()
+    agent, norm = ddp_ppo.train_ppo.load_checkpoint(tmp_path / ddp_ppo.train_ppo.CHECKPOINT_NAME)
+    assert network(agent) == [("Linear", 16), ("ELU", 0), ("Linear", 8), ("ELU", 0), ("Linear", 1)]
+    assert ddp_ppo.tensor_digest(agent.parameters()) == r0["params_sha256"]
+    assert not norm.enabled and float(norm.count) == 1e-4
+    metrics = json.loads((tmp_path / ddp_ppo.train_ppo.METRICS_NAME).read_text())
+    assert (metrics["preset"], metrics["args"]["lr_schedule"], metrics["iterations"]) == (None, "adaptive", 1)
+    assert [h["lr"] for h in metrics["history"]] == [r0["final_lr"]]

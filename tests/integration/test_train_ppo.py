@@ -8,6 +8,7 @@ trained policy must beat it by a wide margin.
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import sys
 from pathlib import Path
@@ -67,6 +68,25 @@ def test_run_accounting(trained):
     assert result["sps"] > 0
     assert len(result["history"]) == ITERATIONS
     assert result["history"][-1]["global_step"] == result["global_step"]
+
+
+def test_task_metrics_evaluation_and_timings(trained):
+    train_ppo, result, out_dir = trained
+    assert result["complete"] and result["preset"] is None and result["args"]["lr_schedule"] == "anneal"
+    assert result["iterations"] == result["planned_iterations"] == ITERATIONS
+    assert all(list(h["task_metrics"]) == ["abs_pole_angle", "abs_cart_position"] for h in result["history"])
+    assert [h["lr"] for h in result["history"][:2]] == [1e-3, 1e-3 * (1 - 1 / ITERATIONS)]
+    for key in ("wall_time", "train_time", "rollout_time", "update_time", "build_time", "eval_time", "rollout_sps"):
+        assert result[key] > 0, key
+    assert result["rollout_time"] + result["update_time"] < result["train_time"] < result["wall_time"]
+    evaluation = result["eval"]
+    assert (evaluation["steps"], evaluation["num_envs"], evaluation["last_half_from_step"]) == (200, NUM_ENVS, 101)
+    assert [row["step"] for row in evaluation["trace"]] == list(range(1, 201))
+    assert evaluation["episodes"] == evaluation["terminated"] + evaluation["truncated"]
+    assert list(evaluation["task_metrics_last_half"]) == ["abs_pole_angle", "abs_cart_position"]
+    assert result["summary"].startswith("cartpole: abs_pole_angle ")
+    saved = json.loads((out_dir / train_ppo.METRICS_NAME).read_text())
+    assert saved["summary"] == result["summary"] and saved["eval"]["steps"] == 200 and saved["complete"]
 
 
 def test_outputs_written(trained):

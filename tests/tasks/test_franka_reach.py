@@ -98,3 +98,13 @@ def test_success_ends_the_episode_through_the_env(env, task):
     obs, rewards, terminated, _, _ = env.step(torch.zeros(NUM_ENVS, 7))  # autoreset (next-step mode)
     assert rewards[0] == 0.0 and not terminated[0]
     assert torch.linalg.vector_norm(obs[0, 17:20] - obs[0, 14:17]) > 0.0
+
+
+def test_metrics_average_distance_and_success(task):
+    task.targets[:] = task.ee_pos()
+    task.targets[1, 0] += 0.1  # 10 cm away
+    task.targets[2, 2] += 0.03  # inside the success radius
+    metrics = task.metrics()
+    assert list(metrics) == ["distance", "success_rate"]
+    assert metrics["distance"] == pytest.approx((0.0 + 0.1 + 0.03) / 3, abs=1e-6)
+    assert metrics["success_rate"] == pytest.approx(2 / 3)

@@ -1,16 +1,21 @@
 """go2-walk on the CPU backend: one in-process env for the module, with every randomization switched on (so that
-the batched-info scene is the one compiled) and checked against constructed states."""
+the batched-info scene is the one compiled) and checked against constructed states; last, a two-iteration smoke run
+of ``examples/train_ppo.py`` on an env of the same size and settings (same kernels, a few seconds)."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from gs_gym import GenesisVectorEnv
-from gs_gym.tasks.go2_walk import OBS_DIM, rotate_inverse, roll_pitch
+from gs_gym.tasks.go2_walk import OBS_DIM, roll_pitch, rotate_inverse
 
 NUM_ENVS = 4
 RANDOMIZATION = {
@@ -229,3 +234,63 @@ def test_commands_are_resampled_on_schedule(task):
     assert task.commands[[1, 3]].eq(7.0).all()
     redrawn = task.commands[[0, 2]]
     assert torch.all((redrawn >= task.command_low) & (redrawn <= task.command_high))
+
+
+def test_metrics_average_velocities_command_error_and_height(task):
+    base_vel = torch.zeros(NUM_ENVS, 6)
+    base_vel[0, 0] = 0.5  # tracking the command
+    base_vel[1, :2] = torch.tensor([0.3, 0.4])  # error (0.2, -0.4)
+    base_vel[2, 5] = 1.0  # turning in place
+    set_state(task, height=[0.3, 0.2, 0.3, 0.3], base_vel=base_vel)
+    task.commands[:, 0] = 0.5
+    metrics = task.metrics()
+    assert list(metrics) == [
+        "forward_vel", "lateral_vel", "yaw_rate", "command_forward_vel", "tracking_error", "base_height"
+    ]
+    assert all(type(value) is float for value in metrics.values())
+    expected = {
+        "forward_vel": (0.5 + 0.3) / 4,
+        "lateral_vel": 0.4 / 4,
+        "yaw_rate": 1.0 / 4,
+        "command_forward_vel": 0.5,
+        "tracking_error": (0.0 + math.sqrt(0.2**2 + 0.4**2) + 0.5 + 0.5) / 4,
+        "base_height": (0.3 + 0.2 + 0.3 + 0.3) / 4,
+    }
+    for name, value in expected.items():
+        assert metrics[name] == pytest.approx(value, abs=1e-5), name
+    assert task.metrics() == metrics  # reading the metrics changes nothing
+
+
+def test_train_ppo_smoke_run_with_the_go2_preset(tmp_path):
+    """Two PPO iterations of ``examples/train_ppo.py`` with the go2-walk preset, on this module's scene (4 envs,
+    same randomization, so the compiled kernels are reused): the plumbing of presets, task metrics and evaluation."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "train_ppo.py"
+    name = "gs_gym_example_train_ppo"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, example)
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    train_ppo = sys.modules[name]
+    args = train_ppo.parse_args([
+        "--task", "go2-walk", "--backend", "cpu", "--num-envs", str(NUM_ENVS), "--num-workers", "0",
+        "--num-steps", "8", "--total-timesteps", str(2 * NUM_ENVS * 8), "--random-steps", "4", "--eval-steps", "6",
+        "--task-kwargs", json.dumps({"randomization": RANDOMIZATION}), "--seed", "0", "--out-dir", str(tmp_path),
+    ])
+    assert args.task_kwargs["lin_vel_x_range"] == (0.5, 0.5) and args.hidden_sizes == [512, 256, 128]
+    result = train_ppo.train(args)
+
+    assert result["complete"] and result["preset"] == "go2-walk" and result["args"]["activation"] == "elu"
+    assert result["global_step"] == 2 * NUM_ENVS * 8 and result["iterations"] == 2
+    names = ["forward_vel", "lateral_vel", "yaw_rate", "command_forward_vel", "tracking_error", "base_height"]
+    assert [list(h["task_metrics"]) for h in result["history"]] == [names, names]
+    assert all(h["task_metrics"]["command_forward_vel"] == pytest.approx(0.5) for h in result["history"])
+    assert 1e-5 <= result["final_lr"] <= 1e-2
+    evaluation = result["eval"]
+    assert evaluation["steps"] == 6 and [row["step"] for row in evaluation["trace"]] == [1, 2, 3, 4, 5, 6]
+    assert evaluation["last_half_from_step"] == 4 and list(evaluation["task_metrics_last_half"]) == names
+    assert evaluation["task_metrics_last_half"]["command_forward_vel"] == pytest.approx(0.5)
+    assert result["summary"].startswith("go2-walk: forward velocity ") and "(command 0.50)" in result["summary"]
+    saved = json.loads((tmp_path / "metrics.json").read_text())
+    assert saved["summary"] == result["summary"] and saved["eval"]["steps"] == 6
+    agent, norm = train_ppo.load_checkpoint(tmp_path / "checkpoint.pt")
+    assert agent.hidden_sizes == (512, 256, 128) and not norm.enabled

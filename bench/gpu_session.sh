@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Everything a GPU session measures on the lent H200 (see ../shared/device/README.md), in phases that each fit one
+# device call (10 minutes). Results land in $OUT (or ./gpu-out); each phase prints its tables last.
+#   bash bench/gpu_session.sh warm      # first builds of every scene used later, in parallel; records build times
+#   bash bench/gpu_session.sh measure   # context switches (with and without MPS), performance_mode, transport
+#   bash bench/gpu_session.sh tests     # pytest tests/gpu
+#   bash bench/gpu_session.sh train [train_ppo.py args...]   # go2-walk PPO
+set -uo pipefail
+out=${OUT:-gpu-out}; mkdir -p "$out"
+phase=${1:?phase: warm, measure, tests or train}; shift
+quiet() { grep -v "frontend_ir\|Graphical python\|^\[Quadrants\]"; }
+
+mps_start() {
+    command -v nvidia-cuda-mps-control >/dev/null || { echo "MPS: nvidia-cuda-mps-control not found"; return 1; }
+    export CUDA_MPS_PIPE_DIRECTORY=/tmp/gs-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/gs-mps-log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    nvidia-cuda-mps-control -d && sleep 1 && echo "MPS: daemon started"
+}
+mps_stop() {
+    echo quit | nvidia-cuda-mps-control
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    sleep 1
+}
+
+case "$phase" in
+warm)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
+    perf="python3 bench/performance_mode.py --cache cold --build-only --out $out/performance_mode.jsonl"
+    $perf --task go2-walk --n-envs 4096 --performance-mode 0 2>&1 | quiet > "$out/warm-go2-0.log" &
+    $perf --task go2-walk --n-envs 4096 --performance-mode 1 2>&1 | quiet > "$out/warm-go2-1.log" &
+    $perf --task cartpole --n-envs 4096 --performance-mode 0 2>&1 | quiet > "$out/warm-cartpole-0.log" &
+    $perf --task cartpole --n-envs 4096 --performance-mode 1 2>&1 | quiet > "$out/warm-cartpole-1.log" &
+    wait
+    tail -n 3 "$out"/warm-*.log
+    python3 bench/performance_mode.py --table "$out/performance_mode.jsonl"
+    ;;
+measure)
+    python3 bench/context_switch.py --label "default" --out "$out/context_switch.json" 2>&1 | tail -8
+    if mps_start; then
+        python3 bench/context_switch.py --label "MPS on" --out "$out/context_switch-mps.json" 2>&1 | tail -8
+        python3 bench/transport.py --only 2 3 --n-envs 64 4096 16384 --seconds 0.5 --label "MPS on" \
+            --out "$out/transport-mps.json" 2>&1 | quiet > "$out/transport-mps.log"
+        mps_stop
+    fi
+    perf="python3 bench/performance_mode.py --out $out/performance_mode.jsonl"
+    for task in go2-walk cartpole; do
+        for mode in 0 1; do $perf --task $task --n-envs 4096 --performance-mode $mode 2>&1 | quiet | tail -1; done
+    done
+    python3 bench/transport.py --n-envs 64 4096 16384 1024 --seconds 0.5 --label "default (no MPS)" \
+        --out "$out/transport-h200.json" 2>&1 | quiet > "$out/transport.log"
+    tail -n 12 "$out/transport-mps.log" 2>/dev/null
+    tail -n 20 "$out/transport.log"
+    python3 bench/performance_mode.py --table "$out/performance_mode.jsonl"
+    ;;
+tests)
+    python3 -m pytest tests/gpu -q -p no:cacheprovider 2>&1 | quiet | tee "$out/gpu-tests.log" | tail -25
+    ;;
+train)
+    python3 examples/train_ppo.py --task go2-walk --out-dir "$out/go2-walk" "$@" 2>&1 | quiet | tee "$out/train.log" \
+        | tail -40
+    ;;
+*)
+    echo "unknown phase $phase"; exit 2
+    ;;
+esac

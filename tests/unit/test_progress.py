@@ -1,0 +1,170 @@
+"""The start-up display: stage transitions and their rendering, without workers or Genesis."""
+
+import io
+import re
+
+import pytest
+
+from gs_gym.transport import progress
+from gs_gym.transport.progress import (
+    READY,
+    STARTING,
+    STOPPED,
+    BuildProgress,
+    PlainProgress,
+    RichProgress,
+    StartupDisplay,
+    open_progress,
+)
+
+NAMES = ["worker 0 (cpu)", "worker 1 (cpu)"]
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Terminal(io.StringIO):
+    """A text stream that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+class Recording(BuildProgress):
+    def __init__(self, names, **kwargs) -> None:
+        super().__init__(names, **kwargs)
+        self.shown: list[tuple[int, str, float]] = []
+        self.finished = 0
+
+    def _show(self, row, stage, elapsed) -> None:
+        self.shown.append((row, stage, elapsed))
+
+    def _finish(self) -> None:
+        self.finished += 1
+
+
+def test_stage_transitions():
+    clock = FakeClock()
+    display = Recording(NAMES, clock=clock)
+    assert display.stages == [STARTING, STARTING]
+    clock.now = 102.5
+    display.update(1, "importing genesis")
+    display.update(1, "importing genesis")  # a repeat is no change
+    clock.now = 110.0
+    display.update(1, READY)
+    display.update(1, "building scene")  # nothing after READY
+    display.update(0, "importing genesis")
+    display.close()
+    display.close()  # idempotent
+    display.update(0, "building scene")  # ignored once closed
+    assert display.shown == [
+        (1, "importing genesis", 2.5),
+        (1, READY, 10.0),
+        (0, "importing genesis", 10.0),
+        (0, STOPPED, 10.0),
+    ]
+    assert display.stages == [STOPPED, READY]
+    assert display.finished == 1
+
+
+def test_context_manager_closes():
+    with Recording(NAMES) as display:
+        display.update(0, READY)
+    assert display.stages == [READY, STOPPED]
+    assert display.finished == 1
+
+
+def test_plain_progress_writes_one_line_per_change():
+    clock, stream = FakeClock(), io.StringIO()
+    display = PlainProgress(NAMES, stream, notice="kernels compile once", clock=clock)
+    display.update(0, "importing genesis")
+    clock.now = 103.0
+    display.update(0, "building scene")
+    display.update(1, "importing genesis")
+    clock.now = 112.34
+    display.update(0, READY)
+    display.close()
+    assert stream.getvalue().splitlines() == [
+        "gs_gym: kernels compile once",
+        "gs_gym worker 0 (cpu): starting",
+        "gs_gym worker 1 (cpu): starting",
+        "gs_gym worker 0 (cpu): importing genesis",
+        "gs_gym worker 0 (cpu): building scene",
+        "gs_gym worker 1 (cpu): importing genesis",
+        "gs_gym worker 0 (cpu): ready after 12.3 s",
+        "gs_gym worker 1 (cpu): stopped",
+    ]
+
+
+def test_rich_progress_leaves_the_final_rows():
+    from rich.console import Console
+
+    clock, stream = FakeClock(), io.StringIO()
+    console = Console(file=stream, force_terminal=True, width=80, color_system=None)
+    names = ["worker 0 (cpu)", "worker [bold]1[/bold]"]  # shown as written, not as markup
+    display = RichProgress(names, console, notice="kernels compile once", clock=clock)
+    display.update(0, "building scene")
+    clock.now = 165.0
+    display.update(0, READY)
+    display.close()
+    text = ANSI.sub("", stream.getvalue())
+    assert text.startswith("gs_gym: kernels compile once\n")
+    final = [re.sub(r"\s+", " ", line).strip() for line in text.replace("\r", "\n").splitlines()[-2:]]
+    assert final[0] == "✓ gs_gym worker 0 (cpu) ready 0:01:05"
+    assert re.fullmatch(r". gs_gym worker \[bold\]1\[/bold\] stopped 0:01:05", final[1]), final[1]
+
+
+def test_open_progress_picks_rich_on_a_terminal_only(monkeypatch):
+    terminal = Terminal()
+    assert type(open_progress(NAMES, io.StringIO())) is PlainProgress
+    rich_display = open_progress(NAMES, terminal)
+    rich_display.close()
+    assert type(rich_display) is RichProgress
+    monkeypatch.setattr(progress, "rich_installed", lambda: False)
+    assert type(open_progress(NAMES, terminal)) is PlainProgress
+
+
+@pytest.mark.parametrize("verbose", ["yes", 1, 0.0])
+def test_startup_display_refuses_non_bool(verbose):
+    message = f"verbose: expected True, False or None (when stderr is a terminal), got {verbose!r}"
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        StartupDisplay(verbose)
+
+
+@pytest.mark.parametrize(
+    ("verbose", "stderr", "enabled"),
+    [(None, io.StringIO(), False), (None, Terminal(), True), (False, Terminal(), False), (True, io.StringIO(), True)],
+)
+def test_startup_display_decides_when_shown(monkeypatch, verbose, stderr, enabled):
+    monkeypatch.setattr("sys.stderr", stderr)
+    startup = StartupDisplay(verbose, notice="kernels compile once")
+    assert startup.enabled is enabled
+    display = startup(NAMES)
+    display.update(0, READY)
+    display.close()
+    if enabled:
+        assert "gs_gym worker 0 (cpu)" in ANSI.sub("", stderr.getvalue())
+    else:
+        assert type(display) is BuildProgress
+        assert stderr.getvalue() == ""
+
+
+def test_startup_display_shows_the_notice_once(monkeypatch):
+    stderr = io.StringIO()
+    monkeypatch.setattr("sys.stderr", stderr)
+    startup = StartupDisplay(True, notice="kernels compile once")
+    startup(NAMES[:1]).close()
+    startup(NAMES[1:]).close()
+    assert stderr.getvalue().splitlines() == [
+        "gs_gym: kernels compile once",
+        "gs_gym worker 0 (cpu): starting",
+        "gs_gym worker 0 (cpu): stopped",
+        "gs_gym worker 1 (cpu): starting",
+        "gs_gym worker 1 (cpu): stopped",
+    ]
