@@ -4,10 +4,11 @@
 #   bash bench/gpu_session.sh warm      # first builds of every scene used later, in parallel; records build times
 #   bash bench/gpu_session.sh measure   # context switches (with and without MPS), performance_mode, transport
 #   bash bench/gpu_session.sh tests     # pytest tests/gpu
+#   bash bench/gpu_session.sh profile   # where one worker's step spends the parent's time, without and with MPS
 #   bash bench/gpu_session.sh train [train_ppo.py args...]   # go2-walk PPO
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
-phase=${1:?phase: warm, measure, tests or train}; shift
+phase=${1:?phase: warm, measure, profile, tests or train}; shift
 quiet() { grep -v "frontend_ir\|Graphical python\|^\[Quadrants\]"; }
 
 mps_start() {
@@ -51,6 +52,13 @@ measure)
     tail -n 12 "$out/transport-mps.log" 2>/dev/null
     tail -n 20 "$out/transport.log"
     python3 bench/performance_mode.py --table "$out/performance_mode.jsonl"
+    ;;
+profile)
+    python3 bench/profile_step.py --label "no MPS" --out "$out/profile-step.txt" 2>&1 | quiet | head -40
+    if mps_start; then
+        python3 bench/profile_step.py --label "MPS on" --out "$out/profile-step-mps.txt" 2>&1 | quiet | head -40
+        mps_stop
+    fi
     ;;
 tests)
     python3 -m pytest tests/gpu -q -p no:cacheprovider 2>&1 | quiet | tee "$out/gpu-tests.log" | tail -25

@@ -260,11 +260,13 @@ class WorkerPool:
                 raise WorkerTimeoutError(
                     f"no answer to {during} within {timeout:g} s", worker=worker.index, device=worker.label
                 )
+            readable = {id(waitables[r]) for r in ready if r is waitables[r].conn}
             for worker in {id(waitables[r]): waitables[r] for r in ready}.values():
                 if worker.index not in pending:
                     continue
                 reply = None
-                if worker.conn.poll():
+                # a readable pipe needs no second poll; a dead worker's last reply may still sit in its pipe
+                if id(worker) in readable or worker.conn.poll():
                     try:
                         reply = worker.conn.recv()
                     except (EOFError, OSError):
