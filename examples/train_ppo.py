@@ -27,7 +27,7 @@ steps from a fresh reset. Outputs in ``--out-dir`` (default ``runs/<task>-<seed>
 dict + observation normalizer), ``learning_curve.png`` (needs matplotlib) and ``metrics.json`` (effective settings,
 timings and env-steps/s, the learning curve with the task metrics, the evaluation).
 
-    python examples/train_ppo.py                         # cartpole, 64 envs, CPU unless CUDA is available
+    python examples/train_ppo.py                         # go2-walk on a GPU, else cartpole (64 envs) on the CPU
     python examples/train_ppo.py --seed 2 --num-envs 32 --task-kwargs '{"max_episode_steps": 200}'
     python examples/train_ppo.py --task go2-walk         # 4096 envs, ~15M env steps: meant for a GPU
 
@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
     env = p.add_argument_group("environment")
-    env.add_argument("--task", default="cartpole",
+    env.add_argument("--task", default="go2-walk" if torch.cuda.is_available() else "cartpole",
                      help=f"registered gs_gym task name; presets change the defaults for {sorted(TASK_PRESETS)}")
     env.add_argument("--num-envs", type=int, default=64)
     env.add_argument("--num-workers", type=int, default=1, help="worker processes (0 runs the task in-process)")
