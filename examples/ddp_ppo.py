@@ -142,20 +142,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.out_dir = str(Path("runs") / f"ddp-{args.task}-{args.seed}")
     train_ppo.resolve_derived(args)
     args.preset = task if task in train_ppo.TASK_PRESETS else None
-    for dest in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "total_timesteps", "return_window"):
-        if getattr(args, dest) < 1:
-            parser.error(f"{_flag(dest)} must be >= 1, got {getattr(args, dest)}")
-    if args.random_steps < 0:
-        parser.error(f"--random-steps must be >= 0, got {args.random_steps}")
-    if min(args.hidden_sizes) < 1:
-        parser.error(f"--hidden-sizes must be positive, got {args.hidden_sizes}")
-    if args.max_train_time is not None and not args.max_train_time > 0.0:
-        parser.error(f"--max-train-time must be > 0, got {args.max_train_time}")
-    if not args.desired_kl > 0.0:
-        parser.error(f"--desired-kl must be > 0, got {args.desired_kl}")
-    if (args.num_envs * args.num_steps) % args.num_minibatches:
-        parser.error(f"num_envs * num_steps ({args.num_envs * args.num_steps}) must be divisible by "
-                     f"num_minibatches ({args.num_minibatches})")
+    train_ppo.check_args(parser, args)
     if args.backend == "gpu" and args.num_workers == 0:
         parser.error("--num-workers 0 runs Genesis on its default GPU, not on this rank's; use >= 1 with --backend gpu")
     return args

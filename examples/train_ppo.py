@@ -215,21 +215,8 @@ def resolve_derived(args: argparse.Namespace) -> argparse.Namespace:
     return args
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Parse ``argv`` (default ``sys.argv[1:]``) over the preset of its ``--task`` and resolve derived settings.
-
-    Adds ``args.preset`` (the preset's task name, or None) and the ``resolve_derived`` settings; the
-    ``--task-kwargs`` given win over the preset's task options.
-    """
-    parser = build_parser()
-    task = _task_of(argv)
-    preset = copy.deepcopy(TASK_PRESETS.get(task, {}))
-    preset_task_kwargs = preset.pop("task_kwargs", {})
-    parser.set_defaults(**preset)
-    args = parser.parse_args(argv)
-    args.preset = task if task in TASK_PRESETS else None
-    args.task_kwargs = {**preset_task_kwargs, **args.task_kwargs}
-    resolve_derived(args)
+def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse settings that cannot run, through ``parser.error`` (usage and the reason, exit status 2)."""
     for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "total_timesteps", "return_window"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
@@ -247,6 +234,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(
             f"num_envs * num_steps ({batch}) must be divisible by num_minibatches ({args.num_minibatches})"
         )
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse ``argv`` (default ``sys.argv[1:]``) over the preset of its ``--task`` and resolve derived settings.
+
+    Adds ``args.preset`` (the preset's task name, or None) and the ``resolve_derived`` settings; the
+    ``--task-kwargs`` given win over the preset's task options.
+    """
+    parser = build_parser()
+    task = _task_of(argv)
+    preset = copy.deepcopy(TASK_PRESETS.get(task, {}))
+    preset_task_kwargs = preset.pop("task_kwargs", {})
+    parser.set_defaults(**preset)
+    args = parser.parse_args(argv)
+    args.preset = task if task in TASK_PRESETS else None
+    args.task_kwargs = {**preset_task_kwargs, **args.task_kwargs}
+    resolve_derived(args)
+    check_args(parser, args)
     return args
 
 
