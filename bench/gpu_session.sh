@@ -5,10 +5,11 @@
 #   bash bench/gpu_session.sh measure   # context switches (with and without MPS), performance_mode, transport
 #   bash bench/gpu_session.sh tests     # pytest tests/gpu
 #   bash bench/gpu_session.sh profile   # where one worker's step spends the parent's time, without and with MPS
+#   bash bench/gpu_session.sh spin      # the same step without and with spin_wait_us=2000, twice
 #   bash bench/gpu_session.sh train [train_ppo.py args...]   # go2-walk PPO
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
-phase=${1:?phase: warm, measure, profile, tests or train}; shift
+phase=${1:?phase: warm, measure, profile, spin, tests or train}; shift
 quiet() { grep -v "frontend_ir\|Graphical python\|^\[Quadrants\]"; }
 
 mps_start() {
@@ -52,6 +53,12 @@ measure)
     tail -n 12 "$out/transport-mps.log" 2>/dev/null
     tail -n 20 "$out/transport.log"
     python3 bench/performance_mode.py --table "$out/performance_mode.jsonl"
+    ;;
+spin)
+    for us in 0 2000 0 2000; do
+        python3 bench/profile_step.py --spin-wait-us $us --label "spin_wait_us=$us" --steps 1000 \
+            --out "$out/profile-spin-$us.txt" 2>&1 | quiet | grep -A1 "no profiler"
+    done
     ;;
 profile)
     python3 bench/profile_step.py --label "no MPS" --out "$out/profile-step.txt" 2>&1 | quiet | head -40

@@ -27,11 +27,13 @@ def main() -> None:
     parser.add_argument("--n-envs", type=int, default=4096)
     parser.add_argument("--backend", default="gpu")
     parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--spin-wait-us", type=float, default=0.0, help="GenesisVectorEnv's spin_wait_us")
     parser.add_argument("--label", default="")
     parser.add_argument("--out", default="profile.txt")
     args = parser.parse_args()
     env = GenesisVectorEnv(args.n_envs, args.task, backend=args.backend, num_workers=1, seed=0, copy=False,
-                           check_actions=False, verbose=False, task_kwargs=NO_EPISODE_ENDS.get(args.task, {}))
+                           check_actions=False, verbose=False, task_kwargs=NO_EPISODE_ENDS.get(args.task, {}),
+                           spin_wait_us=args.spin_wait_us)
     env.reset(seed=0)
     actions = torch.empty(args.n_envs, *env.single_action_space.shape, device=env.main_device)
     for _ in range(200):

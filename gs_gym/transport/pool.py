@@ -20,6 +20,7 @@ from gs_gym.errors import BuildError, GsGymError, RemoteTraceback, WorkerCrashed
 from gs_gym.transport.output import OutputPump
 from gs_gym.transport.progress import BuildProgress, ProgressFactory
 from gs_gym.transport.protocol import Command, Err, ErrorKind, Ok, Request, Status
+from gs_gym.transport.spinning import spin_until_readable
 from gs_gym.transport.worker import WorkerSpec, worker_main
 
 _ENVIRON_LOCK = threading.Lock()
@@ -37,6 +38,8 @@ class WorkerLaunch:
     environment: dict[str, str]
     shard_factory: Callable[[Callable[[str], None]], Any]
     """Called in the worker as ``shard_factory(report)``; ``report(stage)`` shows a build stage in the parent."""
+    spin_wait: float = 0.0
+    """Seconds the worker polls for the next request before blocking (``gs_gym.transport.spinning``)."""
 
 
 @contextlib.contextmanager
@@ -79,6 +82,7 @@ class _Worker:
             launch.environment,
             cloudpickle.dumps(launch.shard_factory),
             os.getpid(),
+            launch.spin_wait,
             # the kernel's parent-death signal follows the *thread* that started the child: only ask for it when
             # that thread is the main thread, or workers started from a short-lived thread would die with it
             parent_death_signal=threading.current_thread() is threading.main_thread(),
@@ -149,12 +153,15 @@ class WorkerPool:
         forward_output: bool = True,
         start_method: str = "spawn",
         progress: ProgressFactory = BuildProgress,
+        spin_wait: float = 0.0,
     ) -> None:
         self._ctx = mp.get_context(start_method)
         self._launches = list(launches)
         self._build_timeout = build_timeout
         self._forward_output = forward_output
         self._progress = progress
+        self._spin_wait = spin_wait
+        """Seconds to poll the pipes for replies before blocking on them (``gs_gym.transport.spinning``)."""
         """Opens the display of each build wait (the first build, each restart); silent by default."""
         self._workers: list[_Worker] = []
         self._closed = False
@@ -252,6 +259,8 @@ class WorkerPool:
             for worker in pending.values():
                 waitables[worker.conn] = worker
                 waitables[worker.process.sentinel] = worker
+            if self._spin_wait and (remaining is None or remaining > self._spin_wait):
+                spin_until_readable([worker.conn for worker in pending.values()], self._spin_wait)
             ready = wait(list(waitables), remaining)
             if not ready:
                 for worker in pending.values():

@@ -21,6 +21,7 @@ from typing import Any
 from gs_gym.transport.output import redirect_output
 from gs_gym.transport.progress import READY
 from gs_gym.transport.protocol import Command, Err, ErrorKind, Ok, Request, Status
+from gs_gym.transport.spinning import spin_until_readable
 
 _PR_SET_PDEATHSIG = 1
 _PARENT_POLL_SECONDS = 0.5
@@ -35,6 +36,8 @@ class WorkerSpec:
     shard_factory: bytes
     """Cloudpickled; called in the worker as ``factory(report)``: ``report(stage: str)`` sends a ``Status``."""
     parent_pid: int
+    spin_wait: float = 0.0
+    """Seconds to poll the pipe for the next request before blocking on it (``spinning``)."""
     parent_death_signal: bool = True
     """Ask the kernel for SIGKILL when the thread that started this worker exits (Linux); only right when that
     thread is the parent's main thread. The watchdog thread runs either way."""
@@ -74,10 +77,11 @@ def command_handlers(shard: Any) -> dict[Command, Callable[..., Any]]:
     }
 
 
-def serve(conn: Connection, shard: Any) -> None:
+def serve(conn: Connection, shard: Any, spin_wait: float = 0.0) -> None:
     """Answer requests until CLOSE or until the parent's end of the pipe closes."""
     handlers = command_handlers(shard)
     while True:
+        spin_until_readable([conn], spin_wait)
         try:
             request: Request = conn.recv()
         except (EOFError, OSError):
@@ -120,6 +124,6 @@ def worker_main(conn: Connection, output: Connection | None, spec: WorkerSpec) -
         return
     conn.send(Ok(0, handshake))
     try:
-        serve(conn, shard)
+        serve(conn, shard, spec.spin_wait)
     finally:
         conn.close()

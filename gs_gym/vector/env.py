@@ -100,6 +100,9 @@ class GenesisVectorEnv(VectorEnv):
         genesis_logging_level: ``gs.init``'s ``logging_level`` in the workers (and in this process when
             ``num_workers=0``): "debug", "info", "warning", "error", "critical" or a ``logging`` number. None
             (default): the effective level of the ``gs_gym`` logger (WARNING unless the application sets one).
+        spin_wait_us: microseconds that this process and each worker poll their pipes before sleeping on them.
+            A process that sleeps through the other's half of a step is slow to wake up; spinning keeps it on its
+            core, at the price of that core (measured in ``bench/results/README.md``). 0 (default): never spin.
     """
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
@@ -129,6 +132,7 @@ class GenesisVectorEnv(VectorEnv):
         on_worker_failure: str = "raise",
         verbose: bool | None = None,
         genesis_logging_level: str | int | None = None,
+        spin_wait_us: float = 0.0,
     ) -> None:
         self._state = _State.CLOSED  # until construction succeeds; lets close() and __del__ run on a failed init
         self._failure = _WORKER_FAILED
@@ -162,6 +166,8 @@ class GenesisVectorEnv(VectorEnv):
             if not isinstance(seed, int):
                 raise TypeError(f"seed: expected an int or None, got {type(seed).__name__}")
         genesis_level = resolve_genesis_logging_level(genesis_logging_level)
+        if isinstance(spin_wait_us, bool) or not isinstance(spin_wait_us, (int, float)) or not spin_wait_us >= 0:
+            raise ValueError(f"spin_wait_us: expected a number of microseconds >= 0, got {spin_wait_us!r}")
         progress = StartupDisplay(verbose, notice=kernel_cache_notice())
 
         self.num_envs = num_envs
@@ -212,11 +218,16 @@ class GenesisVectorEnv(VectorEnv):
                     label=self._worker_label(backend, devices, index),
                     environment=self._worker_environment(backend, devices, index),
                     shard_factory=_ShardFactory(spec),
+                    spin_wait=spin_wait_us * 1e-6,
                 )
                 for index, spec in enumerate(specs)
             ]
             self._pool = WorkerPool(
-                launches, build_timeout=build_timeout, forward_output=forward_output, progress=progress
+                launches,
+                build_timeout=build_timeout,
+                forward_output=forward_output,
+                progress=progress,
+                spin_wait=spin_wait_us * 1e-6,
             )
         self.worker_devices = [handshake.device for handshake in self._pool.handshakes]
         self.worker_gpu_uuids = [handshake.gpu_uuid for handshake in self._pool.handshakes]

@@ -18,6 +18,10 @@ from gs_gym.tasks.cartpole import CartPole
         ({"num_envs": 4, "backend": "cpu", "output": "jax"}, ValueError,
          "output: expected one of ['torch', 'numpy', 'shards'], got 'jax'"),
         ({"num_envs": 4, "task": "pong"}, ValueError, f"task: unknown task 'pong'; expected one of {available_tasks()}"),
+        ({"num_envs": 4, "backend": "cpu", "spin_wait_us": -1}, ValueError,
+         "spin_wait_us: expected a number of microseconds >= 0, got -1"),
+        ({"num_envs": 4, "backend": "cpu", "spin_wait_us": "fast"}, ValueError,
+         "spin_wait_us: expected a number of microseconds >= 0, got 'fast'"),
         ({"num_envs": 4, "backend": "cpu", "task_kwargs": {"pole_lenght": 2.0}}, ValueError,
          "task_kwargs: unknown option(s) ['pole_lenght'] for task 'cartpole'; expected some of "
          f"{sorted(f for f in CartPole.config_class.__dataclass_fields__)}"),
