@@ -17,8 +17,7 @@ from typing import Any
 
 import torch
 
-from gs_gym.tasks import resolve_task
-from gs_gym.tasks.random import EnvRandom
+from gs_gym.tasks import TaskContext, resolve_task
 from gs_gym.tasks.runtime import init_genesis
 from gs_gym.vector.env import GenesisVectorEnv
 
@@ -90,15 +89,15 @@ def _raw_task(task_name: str, num_envs: int, backend: str, task_kwargs: dict[str
     import genesis as gs
 
     task_class = resolve_task(task_name)
-    task = task_class(task_class.make_config(**task_kwargs), num_envs, torch.device(gs.device))
+    context = TaskContext.create(num_envs, 0, gs.device, base_seed=0)
+    task = task_class(task_class.make_config(**task_kwargs), context)
     task.build()
-    rng = EnvRandom(num_envs, 0, task.device)
-    rng.seed_range(0)
-    task.reset_envs(torch.arange(num_envs, device=task.device), rng)
+    task.reset_envs(torch.ones(num_envs, dtype=torch.bool, device=task.device))
 
     def step(actions: torch.Tensor) -> None:
         task.apply_actions(actions)
         task.simulate()
+        task.read_state()
         task.observe(), task.compute_rewards(), task.compute_terminated(), task.compute_truncated()
 
     return step, task.device, task.close, None
@@ -109,7 +108,7 @@ def _vector_env(config: BenchConfig, task_name: str, num_envs: int, backend: str
                            check_actions=False, host_buffers=config.host_buffers, task_kwargs=task_kwargs,
                            verbose=False)
     env.reset(seed=0)
-    return env.step, env.main_device, env.close, lambda: max(env.worker_busy_seconds)
+    return env.step, env.device, env.close, lambda: max(env.worker_busy_seconds)
 
 
 def run_benchmark(task: str, backend: str, n_envs: Sequence[int], configs: Sequence[BenchConfig],

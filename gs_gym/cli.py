@@ -101,12 +101,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
         built = time.perf_counter() - start
         env.reset(seed=args.seed)
         shape = (args.num_envs, *env.single_action_space.shape)
-        low = torch.as_tensor(env.single_action_space.low, device=env.main_device)
-        high = torch.as_tensor(env.single_action_space.high, device=env.main_device)
+        low = torch.as_tensor(env.single_action_space.low, device=env.device)
+        high = torch.as_tensor(env.single_action_space.high, device=env.device)
         episodes = 0
         start = time.perf_counter()
         for _ in range(args.steps):
-            actions = low + (high - low) * torch.rand(shape, device=env.main_device)
+            actions = low + (high - low) * torch.rand(shape, device=env.device)
             _, _, terminated, truncated, _ = env.step(actions)
             episodes += int((terminated | truncated).sum())
         elapsed = time.perf_counter() - start

@@ -7,6 +7,8 @@ the parent's report shows both where the parent was waiting and where the worker
 
 from __future__ import annotations
 
+from gymnasium.error import AlreadyPendingCallError, NoAsyncCallError
+
 
 class GsGymError(Exception):
     """Base class of every error raised by gs_gym itself."""
@@ -62,3 +64,33 @@ class EnvFailedError(GsGymError):
 
 class CallOrderError(GsGymError):
     """A method was called out of order (step before reset, ``step_wait`` without ``step_async``, ...)."""
+
+
+class StepPendingError(CallOrderError, AlreadyPendingCallError):
+    """A call that needs the workers while a ``step_async`` waits for its ``step_wait`` (also Gymnasium's
+    ``AlreadyPendingCallError``)."""
+
+    def __init__(self, message: str, name: str = "step") -> None:
+        Exception.__init__(self, message)
+        self.name = name
+
+
+class NoStepPendingError(CallOrderError, NoAsyncCallError):
+    """``step_wait`` without a pending ``step_async`` (also Gymnasium's ``NoAsyncCallError``)."""
+
+    def __init__(self, message: str, name: str = "step") -> None:
+        Exception.__init__(self, message)
+        self.name = name
+
+
+class PoolClosedError(GsGymError):
+    """A command was sent to a worker pool that is already closed."""
+
+
+class ProtocolError(GsGymError):
+    """A worker's reply does not answer the request the parent is waiting for (a bug, or a pipe shared by two
+    threads); the env cannot trust its workers afterwards."""
+
+
+class DeviceNotVisibleError(GsGymError):
+    """A worker's GPU (named by UUID) is not visible to this process (check ``CUDA_VISIBLE_DEVICES``)."""

@@ -1,9 +1,14 @@
 """The task API: a handful of batched tensor hooks over one Genesis scene.
 
 A task knows Genesis and nothing about processes, step loops or autoreset. ``gs_gym.vector.shard.EnvShard`` drives
-it: ``build`` once, then per step ``apply_actions`` -> ``simulate`` -> ``observe`` / ``compute_rewards`` /
-``compute_terminated`` / ``compute_truncated``, and ``reset_envs`` for the envs that must start a new episode.
-All tensors are batched over the task's ``num_envs`` and live on its ``device``.
+it: ``build`` once, then per step ``apply_actions`` -> ``simulate`` -> ``reset_envs(mask)`` (the envs whose episode
+ended on the previous step; often none) -> ``read_state`` -> ``observe`` / ``compute_rewards`` /
+``compute_terminated`` / ``compute_truncated``. All tensors are batched over the task's ``num_envs`` and live on its
+``device``.
+
+Nothing on that path may wait for the device: no ``nonzero()``, ``.item()``, ``.tolist()`` or ``bool(tensor)``.
+Resets come as boolean masks (Genesis 1.4.5 setters take them as ``envs_idx``), so a reset of no env costs the same
+launches as a reset of some, and the host never has to look at which envs are done.
 """
 
 from __future__ import annotations
@@ -25,6 +30,39 @@ class TaskConfig:
     max_episode_steps: int = 500
     """Episodes are truncated after this many steps."""
 
+    def __post_init__(self) -> None:
+        if isinstance(self.max_episode_steps, bool) or not isinstance(self.max_episode_steps, int):
+            raise TypeError(f"max_episode_steps: expected an int >= 1, got {self.max_episode_steps!r}")
+        if self.max_episode_steps < 1:
+            raise ValueError(f"max_episode_steps: expected an int >= 1, got {self.max_episode_steps}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskContext:
+    """What the shard hands its task: which envs of the vector env it holds, and the per-env state the shard owns.
+
+    The tensors are the shard's own (the dataclass is frozen, the tensors are not): tasks read them and draw from
+    ``random``; only the shard advances ``episode_steps``, though an adapter may overwrite it between steps (rsl_rl
+    starts episodes at random lengths this way).
+    """
+
+    num_envs: int
+    env_offset: int
+    """Global index, in the vector env, of this task's env 0."""
+    device: torch.device
+    random: EnvRandom
+    """Per-env counter-based streams: env ``i``'s numbers do not depend on how envs are split over workers."""
+    episode_steps: torch.Tensor
+    """``(num_envs,)`` int64: control steps since each env's last reset (0 right after a reset)."""
+
+    @classmethod
+    def create(cls, num_envs: int, env_offset: int, device: torch.device | str, base_seed: int) -> TaskContext:
+        """A context with fresh counters, env ``g`` (global index) seeded with ``base_seed + g``."""
+        device = torch.device(device)
+        random = EnvRandom(num_envs, env_offset, device)
+        random.seed_range(base_seed)
+        return cls(num_envs, env_offset, device, random, torch.zeros(num_envs, dtype=torch.int64, device=device))
+
 
 class Task(ABC):
     """Base class of batched tasks. Subclasses set ``name`` and ``config_class`` and implement the hooks."""
@@ -33,10 +71,25 @@ class Task(ABC):
     config_class: ClassVar[type[TaskConfig]] = TaskConfig
     render_modes: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, config: TaskConfig, num_envs: int, device: torch.device) -> None:
+    def __init__(self, config: TaskConfig, context: TaskContext) -> None:
         self.config = config
-        self.num_envs = num_envs
-        self.device = device
+        self.context = context
+
+    @property
+    def num_envs(self) -> int:
+        return self.context.num_envs
+
+    @property
+    def device(self) -> torch.device:
+        return self.context.device
+
+    @property
+    def random(self) -> EnvRandom:
+        return self.context.random
+
+    @property
+    def episode_steps(self) -> torch.Tensor:
+        return self.context.episode_steps
 
     @classmethod
     def make_config(cls, **overrides: Any) -> TaskConfig:
@@ -67,6 +120,19 @@ class Task(ABC):
         self.scene.step()
 
     @abstractmethod
+    def reset_envs(self, mask: torch.Tensor) -> None:
+        """Start new episodes where the ``(num_envs,)`` bool ``mask`` is True; leave every other env untouched.
+
+        Called on every step with the envs whose episode ended on the previous one, usually a mask with few or no
+        True entries: work by mask (Genesis setters with ``envs_idx=mask``, ``torch.where``), never by ``nonzero``.
+        Draw randomness from ``self.random`` with the same mask, so that only the reset envs' streams advance.
+        """
+
+    def read_state(self) -> None:
+        """Read from Genesis, once, the state that ``observe`` and ``compute_*`` share (after ``simulate`` and
+        ``reset_envs``, before those hooks). Tasks that read the scene in each hook need not override it."""
+
+    @abstractmethod
     def observe(self) -> torch.Tensor:
         """Observations of every env, ``(num_envs, *observation_shape)`` float32."""
 
@@ -78,13 +144,9 @@ class Task(ABC):
     def compute_terminated(self) -> torch.Tensor:
         """Which envs reached a terminal state, ``(num_envs,)`` bool."""
 
-    def compute_truncated(self) -> torch.Tensor:
-        """Task-specific truncation beyond the time limit (which the shard applies); none by default."""
-        return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-
-    @abstractmethod
-    def reset_envs(self, env_ids: torch.Tensor, rng: EnvRandom) -> None:
-        """Start new episodes for the local envs ``env_ids`` (int64), drawing randomness from ``rng`` only."""
+    def compute_truncated(self) -> torch.Tensor | None:
+        """Task-specific truncation beyond the time limit (which the shard applies); None (the default) for none."""
+        return None
 
     def metrics(self) -> dict[str, float]:
         """Diagnostics of the current state, each averaged over this task's envs (for logging; none by default).

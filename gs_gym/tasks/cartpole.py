@@ -16,7 +16,6 @@ import numpy as np
 import torch
 
 from gs_gym.tasks.base import Task, TaskConfig
-from gs_gym.tasks.random import EnvRandom
 from gs_gym.tasks.registry import register_task
 
 
@@ -99,36 +98,33 @@ class CartPole(Task):
         self._forces[:, 0] = actions[:, 0].clamp(-1.0, 1.0) * self.config.force_scale
         self.robot.control_dofs_force(self._forces)
 
-    def _state(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.robot.get_dofs_position(), self.robot.get_dofs_velocity()
+    def reset_envs(self, mask: torch.Tensor) -> None:
+        noise = self.config.reset_noise
+        state = self.random.uniform(mask, (4,), -noise, noise)
+        self.robot.set_qpos(state[:, :2], envs_idx=mask, zero_velocity=False)
+        self.robot.set_dofs_velocity(state[:, 2:], envs_idx=mask)
+
+    def read_state(self) -> None:
+        self.position = self.robot.get_dofs_position()  # (num_envs, 2): cart position, pole angle
+        self.velocity = self.robot.get_dofs_velocity()
 
     def observe(self) -> torch.Tensor:
-        position, velocity = self._state()
-        return torch.cat([position, velocity], dim=1).to(torch.float32)
+        return torch.cat([self.position, self.velocity], dim=1).to(torch.float32)
 
     def compute_rewards(self) -> torch.Tensor:
-        position, _ = self._state()
         config = self.config
-        angle = position[:, 1] / config.angle_limit
-        cart = position[:, 0] / config.track_limit
+        angle = self.position[:, 1] / config.angle_limit
+        cart = self.position[:, 0] / config.track_limit
         return (1.0 - config.angle_cost * angle**2 - config.position_cost * cart**2).to(torch.float32)
 
     def metrics(self) -> dict[str, float]:
         """Means over the envs of ``|pole angle|`` (radians) and ``|cart position|`` (meters)."""
-        position, _ = self._state()
-        values = position.abs().mean(dim=0).tolist()
+        values = self.position.abs().mean(dim=0).tolist()
         return {"abs_pole_angle": values[1], "abs_cart_position": values[0]}
 
     def compute_terminated(self) -> torch.Tensor:
-        position, _ = self._state()
+        position = self.position
         return (position[:, 0].abs() > self.config.track_limit) | (position[:, 1].abs() > self.config.angle_limit)
-
-    def reset_envs(self, env_ids: torch.Tensor, rng: EnvRandom) -> None:
-        noise = self.config.reset_noise
-        state = rng.uniform(env_ids, (4,), -noise, noise)
-        ids = env_ids.to(self.device)
-        self.robot.set_dofs_position(state[:, :2], envs_idx=ids, zero_velocity=False)
-        self.robot.set_dofs_velocity(state[:, 2:], envs_idx=ids)
 
     def close(self) -> None:
         self._urdf_dir.cleanup()

@@ -4,6 +4,8 @@ Scene: only the Panda MJCF shipped with Genesis (no ground, collisions off, so i
 ``dt`` with ``substeps`` physics substeps. Actions in ``[-1, 1]^7`` move the PD targets of the seven arm joints by
 ``action_scale * action`` radians per step (targets are accumulated and clipped to the joint limits); the fingers
 are held open. Targets are drawn uniformly from the box ``[target_low, target_high]`` (world frame, meters) at reset.
+The MJCF's dofs and qpos must be exactly the seven arm joints then the two finger joints (the Panda's own order), so
+that one Genesis call sets, controls or reads the whole robot.
 
 Observation (20 floats): ``[arm joint positions (7), arm joint velocities * joint_velocity_scale (7),
 hand position (3), target position (3)]``.
@@ -22,7 +24,6 @@ import numpy as np
 import torch
 
 from gs_gym.tasks.base import Task, TaskConfig
-from gs_gym.tasks.random import EnvRandom
 from gs_gym.tasks.randomization import DomainRandomizer, RandomizedTaskConfig
 from gs_gym.tasks.registry import register_task
 
@@ -79,6 +80,9 @@ class FrankaReachConfig(RandomizedTaskConfig):
 
 @register_task("franka-reach")
 class FrankaReach(Task):
+    """A step is five Genesis calls (one control, one ``scene.step``, three getters in ``read_state``) plus the
+    masked ``set_qpos`` of ``reset_envs`` and one setter per enabled reset-time randomization."""
+
     config_class = FrankaReachConfig
     config: FrankaReachConfig
 
@@ -92,7 +96,7 @@ class FrankaReach(Task):
         import genesis as gs
 
         config, n, device = self.config, self.num_envs, self.device
-        self.randomizer = DomainRandomizer(config.randomization, n, device, config.dt)
+        self.randomizer = DomainRandomizer(config.randomization, self.random, config.dt)
         self.scene = gs.Scene(
             sim_options=gs.options.SimOptions(dt=config.dt, substeps=config.substeps),
             rigid_options=gs.options.RigidOptions(
@@ -105,14 +109,15 @@ class FrankaReach(Task):
         )
         self.robot = self.scene.add_entity(gs.morphs.MJCF(file=config.mjcf))
         self.scene.build(n_envs=n)
+        self._check_joint_layout()
 
-        self.arm_dofs = [self.robot.get_joint(name).dofs_idx_local[0] for name in ARM_JOINTS]
-        self.finger_dofs = [self.robot.get_joint(name).dofs_idx_local[0] for name in FINGER_JOINTS]
+        self.arm_dofs = list(range(NUM_ARM))
+        self.finger_dofs = list(range(NUM_ARM, NUM_ARM + len(FINGER_JOINTS)))
+        self._arm = range(NUM_ARM)  # Genesis reads a range as a slice: no index tensor per call
         self.ee = self.robot.get_link(config.ee_link)
-        self.robot.set_dofs_kp(torch.tensor(config.kp), self.arm_dofs)
-        self.robot.set_dofs_kv(torch.tensor(config.kv), self.arm_dofs)
-        self.robot.set_dofs_kp(torch.full((2,), config.finger_kp), self.finger_dofs)
-        self.robot.set_dofs_kv(torch.full((2,), config.finger_kv), self.finger_dofs)
+        fingers = [config.finger_opening] * len(FINGER_JOINTS)
+        self.robot.set_dofs_kp(torch.tensor([*config.kp, *[config.finger_kp] * len(FINGER_JOINTS)]))
+        self.robot.set_dofs_kv(torch.tensor([*config.kv, *[config.finger_kv] * len(FINGER_JOINTS)]))
         noise = [config.noise_dof_pos] * NUM_ARM + [config.noise_dof_vel * config.joint_velocity_scale] * NUM_ARM
         self.randomizer.attach(
             self.robot,
@@ -130,45 +135,85 @@ class FrankaReach(Task):
         self.joint_lower = lower.to(device, torch.float32).reshape(-1, NUM_ARM)[0]  # per-env rows are equal
         self.joint_upper = upper.to(device, torch.float32).reshape(-1, NUM_ARM)[0]
         self.home_qpos = tensor(config.home_qpos)
-        self.finger_targets = tensor([config.finger_opening] * 2).expand(n, 2)
         self.target_low = tensor(config.target_low)
         self.target_high = tensor(config.target_high)
         # World-frame target of every env (drawn at reset; may be overwritten between steps, e.g. by a curriculum).
         self.targets = torch.zeros(n, 3, dtype=torch.float32, device=device)
-        self.joint_targets = self.home_qpos.expand(n, -1).clone()
-        self._all_ids = torch.arange(n, device=device)
-        self._rng: EnvRandom | None = None
+        # PD targets of all nine dofs, in Genesis' dof order: the arm's (``joint_targets``, a view) then the open
+        # fingers, which never change. Reset writes an episode's first qpos into the arm's rows, so these rows are
+        # also what ``set_qpos`` takes.
+        self._dof_targets = torch.cat([self.home_qpos, tensor(fingers)]).expand(n, -1).clone()
+        self._all_envs = torch.ones(n, dtype=torch.bool, device=device)
+        self.read_state()
+
+    def _check_joint_layout(self) -> None:
+        joints = [self.robot.get_joint(name) for name in ARM_JOINTS + FINGER_JOINTS]
+        order = list(range(len(joints)))
+        dofs = [index for joint in joints for index in joint.dofs_idx_local]
+        qs = [index for joint in joints for index in joint.qs_idx_local]
+        if dofs != order or qs != order or self.robot.n_dofs != len(joints) or self.robot.n_qs != len(joints):
+            raise ValueError(
+                f"mjcf {self.config.mjcf!r}: expected the robot's dofs and qpos to be exactly the joints "
+                f"{list(ARM_JOINTS + FINGER_JOINTS)} in this order, got dofs {dofs} and qpos {qs} of "
+                f"{self.robot.n_dofs} dofs / {self.robot.n_qs} qpos"
+            )
+
+    @property
+    def joint_targets(self) -> torch.Tensor:
+        """``(num_envs, 7)`` PD targets of the arm joints (a view: write into it, do not assign it)."""
+        return self._dof_targets[:, :NUM_ARM]
 
     # -- state -----------------------------------------------------------------------------------------------
 
+    def read_state(self) -> None:
+        """Cache what the hooks share, each Genesis getter once: ``arm_pos`` / ``arm_vel`` (7 joints, radians and
+        rad/s) and ``hand_pos`` (world frame)."""
+        self.arm_pos = self.robot.get_dofs_position(self._arm)
+        self.arm_vel = self.robot.get_dofs_velocity(self._arm)
+        self.hand_pos = self.ee.get_pos()
+
     def ee_pos(self) -> torch.Tensor:
+        """The hand position read from Genesis now (``hand_pos`` holds the one ``read_state`` cached)."""
         return self.ee.get_pos()
 
     def distance(self) -> torch.Tensor:
-        return torch.linalg.vector_norm(self.ee_pos() - self.targets, dim=1)
+        """Hand-to-target distance of every env: the cached hand position against the current ``targets``."""
+        return torch.linalg.vector_norm(self.hand_pos - self.targets, dim=1)
 
     # -- hooks -----------------------------------------------------------------------------------------------
 
     def apply_actions(self, actions: torch.Tensor) -> None:
         delta = actions.to(self.device, torch.float32).clamp(-1.0, 1.0) * self.config.action_scale
-        targets = torch.minimum(self.joint_targets + delta, self.joint_upper)
-        self.joint_targets = torch.maximum(targets, self.joint_lower)
-        self.robot.control_dofs_position(self.joint_targets, self.arm_dofs)
-        self.robot.control_dofs_position(self.finger_targets, self.finger_dofs)
+        targets = self.joint_targets
+        torch.clamp(targets + delta, self.joint_lower, self.joint_upper, out=targets)
+        self.robot.control_dofs_position(self._dof_targets)
 
     def simulate(self) -> None:
         self.scene.step()
-        self.randomizer.draw_obs_noise(self._all_ids, self._rng)
+        self.randomizer.draw_obs_noise(self._all_envs)  # no-op when noise is off
+
+    def reset_envs(self, mask: torch.Tensor) -> None:
+        """One Genesis call (plus the randomizer's, when on): the masked envs' nine qpos, velocities zeroed.
+
+        Their PD targets go to the ``joint_targets`` buffer only: no control call is needed, since every reset the
+        shard makes (autoreset after ``simulate``, or ``env.reset``) is followed by ``apply_actions``, which sends
+        every env's nine targets, before the next ``scene.step``."""
+        c, rows = self.config, mask.unsqueeze(1)
+        qpos = self.home_qpos
+        if c.reset_joint_noise > 0.0:
+            qpos = qpos + self.random.uniform(mask, (NUM_ARM,), -c.reset_joint_noise, c.reset_joint_noise)
+        qpos = torch.clamp(qpos, self.joint_lower, self.joint_upper)
+        targets = self.random.uniform(mask, (3,), self.target_low, self.target_high)
+        torch.where(rows, targets, self.targets, out=self.targets)
+        joint_targets = self.joint_targets
+        torch.where(rows, qpos, joint_targets, out=joint_targets)
+        self.robot.set_qpos(self._dof_targets, envs_idx=mask, zero_velocity=True)
+        self.randomizer.reset(mask)
+        self.randomizer.draw_obs_noise(mask)
 
     def observe(self) -> torch.Tensor:
         obs = torch.cat(
-            [
-                self.robot.get_dofs_position(self.arm_dofs),
-                self.robot.get_dofs_velocity(self.arm_dofs) * self.config.joint_velocity_scale,
-                self.ee_pos(),
-                self.targets,
-            ],
-            dim=1,
+            [self.arm_pos, self.arm_vel * self.config.joint_velocity_scale, self.hand_pos, self.targets], dim=1
         )
         return self.randomizer.add_obs_noise(obs).to(torch.float32)
 
@@ -178,33 +223,14 @@ class FrankaReach(Task):
         success = (distance < c.success_threshold).to(torch.float32)
         return (-c.distance_weight * distance + c.success_bonus * success).to(torch.float32)
 
-    def metrics(self) -> dict[str, float]:
-        """Means over the envs: hand-to-target distance (m) and the fraction within ``success_threshold``."""
-        distance = self.distance()
-        success = (distance < self.config.success_threshold).to(torch.float32)
-        values = torch.stack([distance.mean(), success.mean()]).tolist()
-        return dict(zip(("distance", "success_rate"), values))
-
     def compute_terminated(self) -> torch.Tensor:
         if not self.config.terminate_on_success:
             return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         return self.distance() < self.config.success_threshold
 
-    def reset_envs(self, env_ids: torch.Tensor, rng: EnvRandom) -> None:
-        self._rng = rng
-        if env_ids.numel() == 0:
-            return
-        c, ids, k = self.config, env_ids.to(self.device), len(env_ids)
-        qpos = self.home_qpos.expand(k, -1)
-        if c.reset_joint_noise > 0.0:
-            qpos = qpos + rng.uniform(env_ids, (NUM_ARM,), -c.reset_joint_noise, c.reset_joint_noise).to(self.device)
-        qpos = torch.maximum(torch.minimum(qpos, self.joint_upper), self.joint_lower)
-        self.targets[ids] = rng.uniform(env_ids, (3,), self.target_low, self.target_high).to(self.device)
-        fingers = self.finger_targets[:k]
-        self.robot.set_dofs_position(torch.cat([qpos, fingers], dim=1), self.arm_dofs + self.finger_dofs, envs_idx=ids)
-        self.robot.zero_all_dofs_velocity(ids)
-        self.joint_targets[ids] = qpos
-        self.robot.control_dofs_position(qpos, self.arm_dofs, envs_idx=ids)
-        self.robot.control_dofs_position(fingers, self.finger_dofs, envs_idx=ids)
-        self.randomizer.reset(env_ids, rng)
-        self.randomizer.draw_obs_noise(env_ids, rng)
+    def metrics(self) -> dict[str, float]:
+        """Means over the envs: hand-to-target distance (m) and the fraction within ``success_threshold``."""
+        distance = torch.linalg.vector_norm(self.ee_pos() - self.targets, dim=1)
+        success = (distance < self.config.success_threshold).to(torch.float32)
+        values = torch.stack([distance.mean(), success.mean()]).tolist()
+        return dict(zip(("distance", "success_rate"), values))

@@ -26,7 +26,6 @@ import numpy as np
 import torch
 
 from gs_gym.tasks.base import Task, TaskConfig
-from gs_gym.tasks.random import EnvRandom
 from gs_gym.tasks.randomization import DomainRandomizer, RandomizedTaskConfig
 from gs_gym.tasks.registry import register_task
 
@@ -115,6 +114,21 @@ class Go2WalkConfig(RandomizedTaskConfig):
             raise ValueError("dt, substeps, resampling_time_s and tracking_sigma must be positive")
 
 
+@dataclasses.dataclass(frozen=True)
+class Go2State:
+    """The robot state the hooks share, read from Genesis once per step (``read_state``); base frame velocities."""
+
+    pos: torch.Tensor
+    quat: torch.Tensor
+    lin_vel: torch.Tensor
+    ang_vel: torch.Tensor
+    gravity: torch.Tensor
+    """The unit gravity direction in the base frame (projected gravity)."""
+    dof_pos: torch.Tensor
+    dof_vel: torch.Tensor
+    """Joint positions and velocities, in the order of ``joint_names``."""
+
+
 # -- quaternion helpers (Genesis order: w, x, y, z) --------------------------------------------------------------
 
 
@@ -150,7 +164,7 @@ class Go2Walk(Task):
         import genesis as gs
 
         config, n, device = self.config, self.num_envs, self.device
-        self.randomizer = DomainRandomizer(config.randomization, n, device, config.dt)
+        self.randomizer = DomainRandomizer(config.randomization, self.random, config.dt)
         self.scene = gs.Scene(
             sim_options=gs.options.SimOptions(dt=config.dt, substeps=config.substeps),
             rigid_options=gs.options.RigidOptions(
@@ -168,7 +182,11 @@ class Go2Walk(Task):
         )
         self.scene.build(n_envs=n)
 
-        self.dofs = [self.robot.get_joint(name).dofs_idx_local[0] for name in config.joint_names]
+        joints = [self.robot.get_joint(name) for name in config.joint_names]
+        self.dofs = [joint.dofs_idx_local[0] for joint in joints]
+        """The joints' local dof indices, in the order of ``joint_names`` (the order of actions and observations)."""
+        if self.robot.base_joint.type != gs.JOINT_TYPE.FREE or sorted(self.dofs) != list(range(6, 6 + NUM_JOINTS)):
+            raise ValueError(f"go2-walk: expected a free base and {NUM_JOINTS} joint dofs after it in {config.urdf}")
         self.robot.set_dofs_kp(torch.full((NUM_JOINTS,), config.kp), self.dofs)
         self.robot.set_dofs_kv(torch.full((NUM_JOINTS,), config.kv), self.dofs)
         self.randomizer.attach(
@@ -187,18 +205,32 @@ class Go2Walk(Task):
 
         self.default_dof_pos = tensor(config.default_joint_angles)
         self.base_init_pos = tensor(config.base_init_pos)
-        self.base_init_quat = tensor((1.0, 0.0, 0.0, 0.0))
         self.gravity_world = tensor((0.0, 0.0, -1.0)).expand(n, 3)
+        # Index lists handed to Genesis are copied to the device on every call (a host sync each): the step path
+        # gives Genesis ranges and reorders on the device instead. Genesis orders the joint dofs 6..17.
+        self.joint_dofs_range = range(6, 6 + NUM_JOINTS)
+        self.to_genesis_order = torch.tensor([self.dofs.index(d) for d in self.joint_dofs_range], device=device)
+        self.joint_dof_index = torch.tensor(self.dofs, device=device)
+        # qpos of a fresh episode, one full row per env: set_qpos with a boolean envs_idx writes the masked rows
+        self.joint_qs = [joint.qs_idx_local[0] for joint in joints]
+        self.joint_q_index = torch.tensor(self.joint_qs, device=device)
+        init_qpos = torch.zeros(self.robot.n_qs, dtype=torch.float32, device=device)
+        init_qpos[:3] = self.base_init_pos
+        init_qpos[3] = 1.0  # identity quaternion (w, x, y, z)
+        init_qpos[self.joint_qs] = self.default_dof_pos
+        self.init_qpos = init_qpos.expand(n, -1)
         self.command_low = tensor([r[0] for r in self._command_ranges()])
         self.command_high = tensor([r[1] for r in self._command_ranges()])
         self.command_obs_scale = tensor((config.obs_scale_lin_vel, config.obs_scale_lin_vel, config.obs_scale_ang_vel))
         self.commands = torch.zeros(n, 3, dtype=torch.float32, device=device)
         self.actions = torch.zeros(n, NUM_JOINTS, dtype=torch.float32, device=device)
         self.last_actions = torch.zeros_like(self.actions)
-        self.episode_steps = torch.zeros(n, dtype=torch.int64, device=device)
         self.resampling_steps = max(1, round(config.resampling_time_s / config.dt))
-        self._all_ids = torch.arange(n, device=device)
-        self._rng: EnvRandom | None = None
+        self._all_envs = torch.ones(n, dtype=torch.bool, device=device)
+        self._no_envs = torch.zeros(n, dtype=torch.bool, device=device)
+        self.commands_due = self._no_envs
+        """Envs whose command the next ``read_state`` draws (reset, or at a resampling step), as a bool mask."""
+        self.state: Go2State | None = None
 
     def _command_ranges(self) -> tuple[tuple[float, float], ...]:
         c = self.config
@@ -216,124 +248,126 @@ class Go2Walk(Task):
         )
         return torch.tensor(parts, dtype=torch.float32)
 
-    # -- state -----------------------------------------------------------------------------------------------
-
-    def base_state(self) -> dict[str, torch.Tensor]:
-        """The robot state the hooks use, read from Genesis: base pose, base-frame velocities, joint state."""
-        quat = self.robot.get_quat()
-        return {
-            "pos": self.robot.get_pos(),
-            "quat": quat,
-            "lin_vel": rotate_inverse(quat, self.robot.get_vel()),
-            "ang_vel": rotate_inverse(quat, self.robot.get_ang()),
-            "gravity": rotate_inverse(quat, self.gravity_world),
-            "dof_pos": self.robot.get_dofs_position(self.dofs),
-            "dof_vel": self.robot.get_dofs_velocity(self.dofs),
-        }
-
     # -- hooks -----------------------------------------------------------------------------------------------
 
     def apply_actions(self, actions: torch.Tensor) -> None:
         clip = self.config.action_clip
-        new = actions.to(self.device, torch.float32).clamp(-clip, clip)
+        new = actions.clamp(-clip, clip)
         applied = self.actions if self.config.action_latency else new
         target = self.default_dof_pos + self.config.action_scale * applied
-        self.robot.control_dofs_position(target, self.dofs)
+        self.robot.control_dofs_position(target.index_select(1, self.to_genesis_order), self.joint_dofs_range)
         self.last_actions = self.actions
         self.actions = new
 
     def simulate(self) -> None:
-        rng = self._rng
-        if rng is not None:
-            due = ((self.episode_steps > 0) & (self.episode_steps % self.resampling_steps == 0)).nonzero().squeeze(1)
-            if due.numel():
-                self._sample_commands(due, rng)
-            self.randomizer.push(self.episode_steps, rng)
+        steps = self.episode_steps
+        self.commands_due = self.commands_due | ((steps > 0) & (steps % self.resampling_steps == 0))
+        self.randomizer.push(steps)
         self.scene.step()
-        self.episode_steps += 1
-        self.randomizer.draw_obs_noise(self._all_ids, rng)
+        self.randomizer.draw_obs_noise(self._all_envs)
+
+    def reset_envs(self, mask: torch.Tensor) -> None:
+        c = self.config
+        qpos = self.init_qpos
+        if c.reset_joint_noise > 0.0:
+            noise = self.random.uniform(mask, (NUM_JOINTS,), -c.reset_joint_noise, c.reset_joint_noise)
+            qpos = qpos.clone()
+            qpos[:, self.joint_qs] += noise
+        self.robot.set_qpos(qpos, envs_idx=mask, zero_velocity=True)
+        keep = ~mask.unsqueeze(1)
+        self.actions = self.actions * keep
+        self.last_actions = self.last_actions * keep
+        self.commands_due = self.commands_due | mask
+        self.randomizer.reset(mask)
+        self.randomizer.draw_obs_noise(mask)
+
+    def read_state(self) -> None:
+        """The whole robot state in two Genesis calls: qpos is the base position and quaternion then the joint
+        angles; the dof velocities are the base's linear velocity (world frame), its angular velocity (base frame)
+        and the joint velocities. Also draws the commands that resets and resampling made due since the last read
+        (one draw per step for both)."""
+        self._sample_commands(self.commands_due)
+        self.commands_due = self._no_envs
+        qpos, qvel = self.robot.get_qpos(), self.robot.get_dofs_velocity()
+        quat = qpos[:, 3:7]
+        # both world vectors rotated into the base frame at once: one pass of kernels instead of two
+        world = torch.stack([qvel[:, :3], self.gravity_world], dim=1)
+        lin_vel, gravity = rotate_inverse(quat.unsqueeze(1), world).unbind(1)
+        self.state = Go2State(
+            pos=qpos[:, :3],
+            quat=quat,
+            lin_vel=lin_vel,
+            ang_vel=qvel[:, 3:6],
+            gravity=gravity,
+            dof_pos=qpos.index_select(1, self.joint_q_index),
+            dof_vel=qvel.index_select(1, self.joint_dof_index),
+        )
 
     def observe(self) -> torch.Tensor:
-        c, s = self.config, self.base_state()
+        c, s = self.config, self._state()
         obs = torch.cat(
             [
-                s["ang_vel"] * c.obs_scale_ang_vel,
-                s["gravity"],
+                s.ang_vel * c.obs_scale_ang_vel,
+                s.gravity,
                 self.commands * self.command_obs_scale,
-                (s["dof_pos"] - self.default_dof_pos) * c.obs_scale_dof_pos,
-                s["dof_vel"] * c.obs_scale_dof_vel,
+                (s.dof_pos - self.default_dof_pos) * c.obs_scale_dof_pos,
+                s.dof_vel * c.obs_scale_dof_vel,
                 self.actions,
             ],
             dim=1,
         )
         obs = self.randomizer.add_obs_noise(obs)
-        return obs.clamp(-c.obs_clip, c.obs_clip).to(torch.float32)
+        return obs.clamp(-c.obs_clip, c.obs_clip)
 
     def reward_terms(self) -> dict[str, torch.Tensor]:
         """Each reward term before weighting (per env), as used by ``compute_rewards``."""
-        c, s = self.config, self.base_state()
-        lin_error = torch.sum((self.commands[:, :2] - s["lin_vel"][:, :2]) ** 2, dim=1)
-        ang_error = (self.commands[:, 2] - s["ang_vel"][:, 2]) ** 2
+        c, s = self.config, self._state()
+        lin_error = torch.sum((self.commands[:, :2] - s.lin_vel[:, :2]) ** 2, dim=1)
+        ang_error = (self.commands[:, 2] - s.ang_vel[:, 2]) ** 2
         return {
             "tracking_lin_vel": torch.exp(-lin_error / c.tracking_sigma),
             "tracking_ang_vel": torch.exp(-ang_error / c.tracking_sigma),
-            "lin_vel_z": s["lin_vel"][:, 2] ** 2,
-            "base_height": (s["pos"][:, 2] - c.base_height_target) ** 2,
+            "lin_vel_z": s.lin_vel[:, 2] ** 2,
+            "base_height": (s.pos[:, 2] - c.base_height_target) ** 2,
             "action_rate": torch.sum((self.actions - self.last_actions) ** 2, dim=1),
-            "similar_to_default": torch.sum(torch.abs(s["dof_pos"] - self.default_dof_pos), dim=1),
+            "similar_to_default": torch.sum(torch.abs(s.dof_pos - self.default_dof_pos), dim=1),
         }
 
     def compute_rewards(self) -> torch.Tensor:
         c = self.config
-        total = torch.zeros(self.num_envs, dtype=torch.float32, device=self.device)
+        total = None
         for name, value in self.reward_terms().items():
-            total = total + getattr(c, f"reward_{name}") * value
-        return (total * c.dt).to(torch.float32)
+            term = value * (getattr(c, f"reward_{name}") * c.dt)
+            total = term if total is None else total + term
+        assert total is not None
+        return total
 
     def metrics(self) -> dict[str, float]:
         """Means over the envs: base-frame forward/lateral velocity (m/s) and yaw rate (rad/s), the commanded
         forward velocity, the tracking error ``|cmd_xy - v_xy|`` (m/s) and the base height (m)."""
-        s = self.base_state()
-        lin_vel, commands = s["lin_vel"], self.commands
+        s, commands = self._state(), self.commands
         values = torch.stack(
             [
-                lin_vel[:, 0].mean(),
-                lin_vel[:, 1].mean(),
-                s["ang_vel"][:, 2].mean(),
+                s.lin_vel[:, 0].mean(),
+                s.lin_vel[:, 1].mean(),
+                s.ang_vel[:, 2].mean(),
                 commands[:, 0].mean(),
-                torch.linalg.vector_norm(commands[:, :2] - lin_vel[:, :2], dim=1).mean(),
-                s["pos"][:, 2].mean(),
+                torch.linalg.vector_norm(commands[:, :2] - s.lin_vel[:, :2], dim=1).mean(),
+                s.pos[:, 2].mean(),
             ]
         ).tolist()
         names = ("forward_vel", "lateral_vel", "yaw_rate", "command_forward_vel", "tracking_error", "base_height")
         return dict(zip(names, values))
 
     def compute_terminated(self) -> torch.Tensor:
-        roll, pitch = roll_pitch(self.robot.get_quat())
+        roll, pitch = roll_pitch(self._state().quat)
         return (roll.abs() > self.config.max_roll) | (pitch.abs() > self.config.max_pitch)
 
-    def reset_envs(self, env_ids: torch.Tensor, rng: EnvRandom) -> None:
-        self._rng = rng
-        if env_ids.numel() == 0:
-            return
-        c, ids, k = self.config, env_ids.to(self.device), len(env_ids)
-        dof_pos = self.default_dof_pos.expand(k, -1)
-        if c.reset_joint_noise > 0.0:
-            noise = rng.uniform(env_ids, (NUM_JOINTS,), -c.reset_joint_noise, c.reset_joint_noise)
-            dof_pos = dof_pos + noise.to(self.device)
-        self.robot.set_pos(self.base_init_pos.expand(k, -1), envs_idx=ids, zero_velocity=False)
-        self.robot.set_quat(self.base_init_quat.expand(k, -1), envs_idx=ids, zero_velocity=False)
-        self.robot.set_dofs_position(dof_pos, self.dofs, envs_idx=ids, zero_velocity=False)
-        self.robot.zero_all_dofs_velocity(ids)
-        self.robot.control_dofs_position(dof_pos, self.dofs, envs_idx=ids)
-        self.actions[ids] = 0.0
-        self.last_actions[ids] = 0.0
-        self.episode_steps[ids] = 0
-        self._sample_commands(env_ids, rng)
-        self.randomizer.reset(env_ids, rng)
-        self.randomizer.draw_obs_noise(env_ids, rng)
+    def _state(self) -> Go2State:
+        if self.state is None:
+            raise RuntimeError("go2-walk: read_state() must run before the hooks that use the state")
+        return self.state
 
-    def _sample_commands(self, env_ids: torch.Tensor, rng: EnvRandom) -> None:
-        self.commands[env_ids.to(self.device)] = rng.uniform(env_ids, (3,), self.command_low, self.command_high).to(
-            self.device
-        )
+    def _sample_commands(self, mask: torch.Tensor) -> None:
+        drawn = self.random.uniform(mask, (3,), self.command_low, self.command_high)
+        self.commands = torch.where(mask.unsqueeze(1), drawn, self.commands)

@@ -50,6 +50,14 @@ def init_genesis(backend: str, *, performance_mode: bool = False, logging_level:
         os.environ.setdefault("PYGLET_HEADLESS", "1")
     import genesis as gs
 
+    if getattr(gs, "_initialized", False):  # by the user's own gs.init: fine when it is on the backend asked for
+        if (gs.backend == gs.cpu) != (backend == "cpu"):
+            raise RuntimeError(
+                f"Genesis is already initialized in this process with backend {gs.backend}; cannot build a "
+                f"{backend!r} shard here (use worker processes, num_workers >= 1)"
+            )
+        _initialized_with = wanted
+        return
     gs.init(
         backend=gs.cpu if backend == "cpu" else gs.gpu,
         precision="32",

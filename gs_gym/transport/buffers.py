@@ -1,23 +1,79 @@
-"""Export a worker's preallocated tensors once, and open them once in the parent.
+"""The data plane: a shard's preallocated buffers, exported once by the worker and opened once by the parent.
 
 CPU tensors move to shared memory and travel as file descriptors (torch's multiprocessing reductions). CUDA tensors
 travel as CUDA IPC handles; the parent reopens each on *its* index of the worker's GPU, found by UUID, because a
 tensor rebuilt from a child with a narrower ``CUDA_VISIBLE_DEVICES`` would otherwise keep the child's index
 (pytorch issue 149196). Nothing here runs per step.
+
+CUDA buffers come with two interprocess events, so that neither process waits on the host for the other's GPU work:
+the parent records ``parent_done`` after writing the actions (and after its last read of the outputs) and before it
+sends a command; the worker's stream waits on it before touching the buffers, and the worker records
+``worker_done`` after its last write; the parent's stream waits on that before reading the outputs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 import torch
 import torch.multiprocessing  # noqa: F401  (registers tensor reductions with multiprocessing's pickler)
 from torch.multiprocessing.reductions import reduce_tensor
 
-from gs_gym.transport.devices import index_for_uuid
+from gs_gym.transport.devices import cuda_uuid, index_for_uuid
 
 _CUDA_STORAGE_DEVICE_ARG = 6  # position of ``storage_device`` in torch's rebuild_cuda_tensor arguments
+
+
+@dataclasses.dataclass
+class ShardBuffers:
+    """The tensors a shard reads actions from and writes results to, all on one device."""
+
+    actions: torch.Tensor
+    observations: torch.Tensor
+    rewards: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    final_observations: torch.Tensor
+    """Observations before autoreset (SAME_STEP): equal to ``observations`` except for envs that were reset."""
+
+    @classmethod
+    def allocate(
+        cls, num_envs: int, obs_shape: tuple[int, ...], act_shape: tuple[int, ...], device: torch.device
+    ) -> ShardBuffers:
+        def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+            return torch.zeros(shape, dtype=dtype, device=device)
+
+        return cls(
+            actions=zeros(num_envs, *act_shape),
+            observations=zeros(num_envs, *obs_shape),
+            rewards=zeros(num_envs),
+            terminated=zeros(num_envs, dtype=torch.bool),
+            truncated=zeros(num_envs, dtype=torch.bool),
+            final_observations=zeros(num_envs, *obs_shape),
+        )
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+
+    def share(self) -> None:
+        """Move CPU buffers to shared memory in place (CUDA buffers are shareable as they are)."""
+        for tensor in self.tensors().values():
+            if tensor.device.type == "cpu":
+                tensor.share_memory_()
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncEvents:
+    """The two interprocess events of a worker's CUDA buffers (see the module docstring)."""
+
+    parent_done: torch.cuda.Event
+    worker_done: torch.cuda.Event
+
+    @classmethod
+    def create(cls) -> SyncEvents:
+        return cls(torch.cuda.Event(interprocess=True), torch.cuda.Event(interprocess=True))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,32 +82,74 @@ class ExportedTensor:
 
     cpu_tensor: torch.Tensor | None
     cuda_rebuild: tuple[Any, ...] | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Handshake:
+    """What a worker reports once its shard is built: its buffers and events, exported, and where it runs."""
+
+    buffers: dict[str, ExportedTensor]
+    events: tuple[bytes, bytes] | None
+    """IPC handles of ``SyncEvents`` (parent_done, worker_done); None for host buffers."""
+    device: str
     gpu_uuid: str | None
+    pid: int
+
+    @classmethod
+    def export(cls, buffers: ShardBuffers, events: SyncEvents | None, device: torch.device) -> Handshake:
+        """Describe ``buffers`` and ``events`` for the parent. The caller keeps them alive until the parent closes."""
+        gpu_uuid = cuda_uuid(device.index or 0) if device.type == "cuda" else None
+        exported = {name: _export_tensor(tensor) for name, tensor in buffers.tensors().items()}
+        handles = None if events is None else (events.parent_done.ipc_handle(), events.worker_done.ipc_handle())
+        return cls(exported, handles, str(device), gpu_uuid, os.getpid())
+
+    def open(self) -> OpenedShard:
+        """Open the buffers and events in this process, on this process's index of the worker's GPU."""
+        index = None if self.gpu_uuid is None else index_for_uuid(self.gpu_uuid)
+        buffers = ShardBuffers(**{name: _import_tensor(e, index) for name, e in self.buffers.items()})
+        events = None
+        if self.events is not None and index is not None:
+            device = torch.device("cuda", index)
+            parent_done, worker_done = (torch.cuda.Event.from_ipc_handle(device, handle) for handle in self.events)
+            events = SyncEvents(parent_done, worker_done)
+        return OpenedShard(buffers, events)
 
 
-def make_shareable(tensor: torch.Tensor) -> torch.Tensor:
-    """Move a CPU tensor to shared memory in place (CUDA tensors are shareable as they are)."""
-    if tensor.device.type == "cpu":
-        tensor.share_memory_()
-    return tensor
+@dataclasses.dataclass(frozen=True)
+class OpenedShard:
+    """A worker's buffers (and events) as the parent uses them."""
+
+    buffers: ShardBuffers
+    events: SyncEvents | None
+
+    def release(self) -> None:
+        """Before a command that writes the buffers: the worker's stream may go on once this process's queued work
+        on them (action copies, output reads) is done. No host wait."""
+        if self.events is not None:
+            device = self.buffers.actions.device
+            self.events.parent_done.record(torch.cuda.current_stream(device))
+
+    def acquire(self) -> None:
+        """After such a command's reply: this process's stream reads the outputs only once the worker's writes are
+        done. No host wait."""
+        if self.events is not None:
+            device = self.buffers.actions.device
+            torch.cuda.current_stream(device).wait_event(self.events.worker_done)
 
 
-def export_tensor(tensor: torch.Tensor, gpu_uuid: str | None) -> ExportedTensor:
-    """Describe ``tensor`` for the parent. The caller must keep ``tensor`` alive until the parent closes."""
+def _export_tensor(tensor: torch.Tensor) -> ExportedTensor:
     if tensor.device.type == "cpu":
         if not tensor.is_shared():
-            raise ValueError("export_tensor: CPU tensors must be in shared memory (make_shareable) first")
-        return ExportedTensor(tensor, None, None)
-    rebuild, args = reduce_tensor(tensor)
-    return ExportedTensor(None, (rebuild, args), gpu_uuid)
+            raise ValueError("ShardBuffers.share() must run before a CPU buffer is exported")
+        return ExportedTensor(tensor, None)
+    return ExportedTensor(None, reduce_tensor(tensor))
 
 
-def import_tensor(exported: ExportedTensor) -> torch.Tensor:
-    """Open an exported tensor in this process, on this process's index of the worker's GPU."""
+def _import_tensor(exported: ExportedTensor, index: int | None) -> torch.Tensor:
     if exported.cpu_tensor is not None:
         return exported.cpu_tensor
-    assert exported.cuda_rebuild is not None and exported.gpu_uuid is not None
+    assert exported.cuda_rebuild is not None and index is not None
     rebuild, args = exported.cuda_rebuild
     args = list(args)
-    args[_CUDA_STORAGE_DEVICE_ARG] = index_for_uuid(exported.gpu_uuid)
+    args[_CUDA_STORAGE_DEVICE_ARG] = index
     return rebuild(*args)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from gs_gym.errors import DeviceNotVisibleError
+
 
 def cuda_uuid(index: int = 0) -> str:
     """The UUID of the CUDA device that this process sees as ``cuda:index``."""
@@ -15,7 +17,7 @@ def index_for_uuid(uuid: str) -> int:
     for index in range(torch.cuda.device_count()):
         if cuda_uuid(index) == uuid:
             return index
-    raise RuntimeError(f"GPU {uuid} of a worker is not visible to this process (CUDA_VISIBLE_DEVICES?)")
+    raise DeviceNotVisibleError(f"GPU {uuid} of a worker is not visible to this process (CUDA_VISIBLE_DEVICES?)")
 
 
 def visible_gpu_count() -> int:

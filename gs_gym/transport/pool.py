@@ -5,25 +5,39 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import gc
 import multiprocessing as mp
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import wait
 from typing import Any
 
 import cloudpickle
+import torch
 
-from gs_gym.errors import BuildError, GsGymError, RemoteTraceback, WorkerCrashedError, WorkerError, WorkerTimeoutError
+from gs_gym.errors import (
+    BuildError,
+    PoolClosedError,
+    ProtocolError,
+    RemoteTraceback,
+    WorkerCrashedError,
+    WorkerError,
+    WorkerTimeoutError,
+)
+from gs_gym.transport.buffers import Handshake, OpenedShard
+from gs_gym.transport.interface import Collected
+from gs_gym.transport.launch import start_process
 from gs_gym.transport.output import OutputPump
 from gs_gym.transport.progress import BuildProgress, ProgressFactory
 from gs_gym.transport.protocol import Command, Err, ErrorKind, Ok, Request, Status
 from gs_gym.transport.spinning import spin_until_readable
-from gs_gym.transport.worker import WorkerSpec, worker_main
+from gs_gym.transport.worker import ServedShard, WorkerSpec, worker_main
 
-_ENVIRON_LOCK = threading.Lock()
+_BUFFER_COMMANDS = (Command.STEP, Command.RESET)
+"""Commands that write a shard's buffers: the buffers are released to the worker before them (sync events)."""
 
 
 def _ignore_status(stage: str) -> None:
@@ -36,26 +50,10 @@ class WorkerLaunch:
 
     label: str
     environment: dict[str, str]
-    shard_factory: Callable[[Callable[[str], None]], Any]
+    shard_factory: Callable[[Callable[[str], None]], ServedShard]
     """Called in the worker as ``shard_factory(report)``; ``report(stage)`` shows a build stage in the parent."""
     spin_wait: float = 0.0
     """Seconds the worker polls for the next request before blocking (``gs_gym.transport.spinning``)."""
-
-
-@contextlib.contextmanager
-def _environment(overrides: dict[str, str]) -> Iterator[None]:
-    """Apply ``overrides`` to os.environ while a child is spawned, so it starts with them before any import."""
-    with _ENVIRON_LOCK:
-        saved = {key: os.environ.get(key) for key in overrides}
-        os.environ.update(overrides)
-        try:
-            yield
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
 
 
 def describe_exit(exitcode: int | None) -> str:
@@ -87,17 +85,20 @@ class _Worker:
             # that thread is the main thread, or workers started from a short-lived thread would die with it
             parent_death_signal=threading.current_thread() is threading.main_thread(),
         )
-        self.process = ctx.Process(
-            target=worker_main, args=(child_conn, output_writer, spec), name=f"gs_gym-worker-{index}", daemon=True
+        self.process = start_process(
+            ctx,
+            target=worker_main,
+            args=(child_conn, output_writer, spec),
+            name=f"gs_gym-worker-{index}",
+            environment=launch.environment,
         )
-        with _environment(launch.environment):
-            self.process.start()
         child_conn.close()
         output_writer.close()
         self.output = OutputPump(output_reader, index, forward_output)
         self.on_status: Callable[[str], None] = _ignore_status
         """Called with each build stage the worker reports (``Status``)."""
         self.seq = 0
+        self.last_command: Command | None = None
         self.alive = True
         """False once the worker is known dead, or unusable (a build error)."""
         self.built = False
@@ -106,6 +107,7 @@ class _Worker:
         """It let a timeout pass: close() terminates it without asking first."""
 
     def send(self, command: Command, args: tuple[Any, ...]) -> int:
+        self.last_command = command
         self.seq += 1
         self.conn.send(Request(command, self.seq, args))
         return self.seq
@@ -138,12 +140,14 @@ class _Worker:
 
 
 class WorkerPool:
-    """Worker processes, each serving one shard; ``request`` then ``collect`` runs one command on several.
+    """Worker processes, each serving one shard: a ``ShardPool`` (``gs_gym.transport.interface``).
 
-    ``crashed``: ``request`` and ``collect`` raise ``WorkerCrashedError`` as soon as a worker is found dead, unless
-    the caller passes a dict, in which case dead workers are recorded there (by index) and the others are served;
-    ``restart`` then starts a replacement from the same launch.
+    The workers' handshakes (``Handshake``) are opened once: ``shards`` holds each worker's buffers in this process.
+    Before a command that writes the buffers (step, reset) the pool releases them to the worker, and after its reply
+    takes them back, with the buffers' sync events (no host wait; see ``gs_gym.transport.buffers``).
     """
+
+    can_restart = True
 
     def __init__(
         self,
@@ -160,18 +164,23 @@ class WorkerPool:
         self._build_timeout = build_timeout
         self._forward_output = forward_output
         self._progress = progress
+        """Opens the display of each build wait (the first build, each restart); silent by default."""
         self._spin_wait = spin_wait
         """Seconds to poll the pipes for replies before blocking on them (``gs_gym.transport.spinning``)."""
-        """Opens the display of each build wait (the first build, each restart); silent by default."""
         self._workers: list[_Worker] = []
         self._closed = False
         self.busy_seconds = [0.0] * len(self._launches)
         """Per worker: seconds spent executing commands since it started (the handshake's build excluded)."""
+        self.handshakes: list[Handshake] = []
+        self.shards: list[OpenedShard] = []
         try:
             self.handshakes = self._start_and_build(list(range(len(self._launches))), "build")
+            self.shards = [handshake.open() for handshake in self.handshakes]
         except BaseException:
             self.close()
             raise
+        self.devices = [handshake.device for handshake in self.handshakes]
+        self.gpu_uuids = [handshake.gpu_uuid for handshake in self.handshakes]
 
     def __len__(self) -> int:
         return len(self._workers)
@@ -180,50 +189,63 @@ class WorkerPool:
     def pids(self) -> list[int | None]:
         return [worker.process.pid for worker in self._workers]
 
-    def request(
-        self,
-        command: Command,
-        args_by_worker: dict[int, tuple[Any, ...]],
-        *,
-        during: str | None = None,
-        crashed: dict[int, WorkerCrashedError] | None = None,
-    ) -> None:
-        """Send ``command`` to each worker in ``args_by_worker`` with its own arguments."""
-        during = during or command.name.lower()
-        for index, args in args_by_worker.items():
+    @property
+    def local_shard(self) -> None:
+        return None  # every shard lives in a worker process
+
+    def send(
+        self, command: Command, args_by_shard: Mapping[int, tuple[Any, ...]], *, tolerate_crashes: bool = False
+    ) -> dict[int, WorkerCrashedError]:
+        """Send ``command`` to each worker in ``args_by_shard`` with its own arguments; see ``ShardPool.send``."""
+        if self._closed:
+            raise PoolClosedError(f"{command.name.lower()}: the worker pool is closed")
+        crashed: dict[int, WorkerCrashedError] = {}
+        for index, args in args_by_shard.items():
             worker = self._workers[index]
+            if command in _BUFFER_COMMANDS:
+                self.shards[index].release()
             try:
                 worker.send(command, args)
             except (EOFError, OSError) as error:  # BrokenPipeError, ConnectionResetError, a closed handle
-                crash = worker.crashed(during)
-                if crashed is None:
+                crash = worker.crashed(command.name.lower())
+                if not tolerate_crashes:
                     raise crash from error
                 crashed[index] = crash
+        return crashed
 
     def collect(
         self,
-        indices: Sequence[int],
+        shards: Sequence[int],
         timeout: float | None,
         during: str,
         *,
-        crashed: dict[int, WorkerCrashedError] | None = None,
-    ) -> list[Any]:
-        """Wait for the replies of ``indices`` (in that order); once all are in, raise the failure of the lowest
-        worker index, if any. Crashes and timeouts raise at once (a crash is recorded in ``crashed`` instead when
-        given one; workers already in it are not waited for, and their value is None)."""
-        return self._collect_replies(indices, timeout, during, expected_seq=None, crashed=crashed)
+        tolerate_crashes: bool = False,
+        skip: Sequence[int] = (),
+    ) -> Collected:
+        """Wait for the replies of ``shards`` (in that order); see ``ShardPool.collect``."""
+        crashed: dict[int, WorkerCrashedError | None] | None = None
+        if tolerate_crashes:
+            crashed = dict.fromkeys(skip)
+        values = self._collect_replies(shards, timeout, during, expected_seq=None, crashed=crashed)
+        for index in shards:
+            if self._workers[index].last_command in _BUFFER_COMMANDS and index not in (crashed or {}):
+                self.shards[index].acquire()
+        found = {index: error for index, error in (crashed or {}).items() if error is not None}
+        return Collected(values, found)
 
-    def restart(self, index: int) -> Any:
-        """Replace worker ``index`` (dead, or killed here) by a new process from the same launch; returns its
-        handshake. Raises like the first build (``BuildError``, ``WorkerCrashedError``, ``WorkerTimeoutError``)."""
+    def restart(self, shard: int) -> None:
+        """Replace worker ``shard`` (dead, or killed here) by a new process from the same launch and open its
+        buffers. Raises like the first build (``BuildError``, ``WorkerCrashedError``, ``WorkerTimeoutError``)."""
         if self._closed:
-            raise GsGymError("restart: the pool is closed")
-        old = self._workers[index]
+            raise PoolClosedError("restart: the worker pool is closed")
+        old = self._workers[shard]
         old.stop(0.0)
-        self.busy_seconds[index] = 0.0
-        (handshake,) = self._start_and_build([index], "restart")
-        self.handshakes[index] = handshake
-        return handshake
+        self.busy_seconds[shard] = 0.0
+        (handshake,) = self._start_and_build([shard], "restart")
+        self.handshakes[shard] = handshake
+        self.shards[shard] = handshake.open()
+        self.devices[shard] = handshake.device
+        self.gpu_uuids[shard] = handshake.gpu_uuid
 
     def _start_and_build(self, indices: list[int], during: str) -> list[Any]:
         """Start workers ``indices`` from their launches and wait for their handshakes (``build_timeout``, the
@@ -246,8 +268,10 @@ class WorkerPool:
         expected_seq: int | None,
         *,
         fail_fast: bool = False,
-        crashed: dict[int, WorkerCrashedError] | None = None,
+        crashed: dict[int, WorkerCrashedError | None] | None = None,
     ) -> list[Any]:
+        """Replies of ``indices``; a crash raises at once unless ``crashed`` is given, where it is recorded (workers
+        already in it are not waited for and get the value None)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         skipped = set() if crashed is None else set(crashed)
         pending = {index: self._workers[index] for index in indices if index not in skipped}
@@ -295,7 +319,7 @@ class WorkerPool:
                 worker.built = True
                 seq = worker.seq if expected_seq is None else expected_seq
                 if reply.seq != seq:
-                    raise GsGymError(f"worker {worker.index}: reply {reply.seq} does not answer request {seq}")
+                    raise ProtocolError(f"worker {worker.index}: reply {reply.seq} does not answer request {seq}")
                 if isinstance(reply, Ok):
                     values[worker.index] = reply.value
                     self.busy_seconds[worker.index] += reply.seconds
@@ -306,6 +330,17 @@ class WorkerPool:
         if errors:
             raise errors[min(errors)]
         return [values[index] for index in indices]
+
+    def _drop_buffers(self) -> None:
+        """Let go of the workers' buffers before they exit: a worker that exits while this process still holds one
+        of its CUDA tensors warns "Producer process has been terminated before all shared CUDA tensors released"."""
+        on_cuda = any(shard.events is not None for shard in self.shards)
+        if on_cuda:
+            with contextlib.suppress(Exception):
+                torch.cuda.synchronize()  # the parent's queued reads and writes of the buffers finish first
+        self.shards = []
+        self.handshakes = []
+        gc.collect()
 
     @staticmethod
     def _error_from(worker: _Worker, reply: Err, during: str) -> WorkerError:
@@ -327,6 +362,7 @@ class WorkerPool:
         if self._closed:
             return
         self._closed = True
+        self._drop_buffers()
         polite = []
         for worker in self._workers:
             if worker.alive and worker.built and not worker.hung and worker.process.is_alive():

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Protocol
 
 from gs_gym.transport.output import redirect_output
 from gs_gym.transport.progress import READY
@@ -67,7 +67,23 @@ def die_with_parent(parent_pid: int, parent_death_signal: bool = True) -> None:
     threading.Thread(target=watch, name="gs_gym-parent-watchdog", daemon=True).start()
 
 
-def command_handlers(shard: Any) -> dict[Command, Callable[..., Any]]:
+class ServedShard(Protocol):
+    """What a worker serves: one method per ``Command`` (``gs_gym.vector.shard.EnvShard`` in practice)."""
+
+    task: Any
+    """What ``call``, ``get_attr`` and ``set_attr`` act on."""
+
+    def handshake(self) -> Any: ...
+    def step(self) -> Any: ...
+    def reset(self, seeds: Any, mask: Any) -> Any: ...
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any: ...
+    def get_attr(self, name: str) -> Any: ...
+    def set_attr(self, name: str, value: Any) -> None: ...
+    def close(self) -> None: ...
+
+
+def command_handlers(shard: ServedShard) -> dict[Command, Callable[..., Any]]:
+    """The method of ``shard`` that executes each command (CLOSE is the serving loop's own)."""
     return {
         Command.STEP: shard.step,
         Command.RESET: shard.reset,
@@ -77,7 +93,7 @@ def command_handlers(shard: Any) -> dict[Command, Callable[..., Any]]:
     }
 
 
-def serve(conn: Connection, shard: Any, spin_wait: float = 0.0) -> None:
+def serve(conn: Connection, shard: ServedShard, spin_wait: float = 0.0) -> None:
     """Answer requests until CLOSE or until the parent's end of the pipe closes."""
     handlers = command_handlers(shard)
     while True:

@@ -4,12 +4,17 @@ An ``EnvShard`` owns envs ``[env_offset, env_offset + num_envs)`` of the vector 
 process, or in the parent for the in-process reference, and behaves identically in both: actions are read from and
 results written to its preallocated ``ShardBuffers``, and the autoreset mode is applied here, next to the
 simulation, so that a step costs one round trip whatever the mode.
+
+A step makes no host sync unless a feature asks for one, and then exactly one carrying every flag at once
+(non-finite observations or rewards, any env done): ``check_observations`` (on by default) and SAME_STEP autoreset
+ask. Resets go to the task as boolean masks, every step, so that the host never looks at which envs are done;
+under NEXT_STEP with the check on, the sync also says whether any env finished, and the next step skips a reset
+that would touch no env (a Genesis ``set_qpos`` costs about as much host time as a third of a ``scene.step``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -18,10 +23,9 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from gs_gym.errors import NonFiniteObservationError
-from gs_gym.tasks.base import Task, TaskConfig
-from gs_gym.tasks.random import EnvRandom
+from gs_gym.tasks.base import Task, TaskConfig, TaskContext
 from gs_gym.tasks.runtime import KERNEL_CACHE, init_genesis
-from gs_gym.transport.buffers import ExportedTensor, export_tensor, import_tensor, make_shareable
+from gs_gym.transport.buffers import Handshake, ShardBuffers, SyncEvents
 
 IMPORTING_GENESIS = "importing genesis"
 """Build stage: importing Genesis and ``gs.init`` (seconds)."""
@@ -51,60 +55,24 @@ class ShardSpec:
     base_seed: int
     performance_mode: bool = False
     share_buffers: bool = False
-    """Put CPU buffers in shared memory (worker processes); the in-process shard does not need it."""
+    """Export the buffers to another process (shared memory on the host, CUDA IPC with sync events on a GPU)."""
     host_buffers: bool = False
     """Keep the buffers in host memory even when the simulation runs on a GPU (one copy each way per step)."""
     check_observations: bool = True
-    """Raise ``NonFiniteObservationError`` when a step observes NaN or inf (one reduction per step)."""
+    """Raise ``NonFiniteObservationError`` when observations or rewards hold NaN or inf (one host sync per step)."""
     genesis_logging_level: str = "warning"
     """``gs.init(logging_level=...)``: what Genesis itself prints (in a worker: through the worker's output)."""
 
 
-@dataclasses.dataclass
-class ShardBuffers:
-    """The tensors a shard reads actions from and writes results to, all on the shard's device."""
-
-    actions: torch.Tensor
-    observations: torch.Tensor
-    rewards: torch.Tensor
-    terminated: torch.Tensor
-    truncated: torch.Tensor
-    final_observations: torch.Tensor
-    """Observations before autoreset (SAME_STEP): equal to ``observations`` except for envs that were reset."""
-
-    @classmethod
-    def allocate(cls, num_envs: int, obs_shape: tuple[int, ...], act_shape: tuple[int, ...], device: torch.device):
-        def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-            return torch.zeros(shape, dtype=dtype, device=device)
-
-        return cls(
-            actions=zeros(num_envs, *act_shape),
-            observations=zeros(num_envs, *obs_shape),
-            rewards=zeros(num_envs),
-            terminated=zeros(num_envs, dtype=torch.bool),
-            truncated=zeros(num_envs, dtype=torch.bool),
-            final_observations=zeros(num_envs, *obs_shape),
-        )
-
-    def tensors(self) -> dict[str, torch.Tensor]:
-        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
-
-
 @dataclasses.dataclass(frozen=True)
-class ShardHandshake:
-    """What a shard reports once built: its buffers, exported for another process, and where it runs."""
+class StepOutcome:
+    """What a step tells the parent beyond its buffers: whether some env finished (SAME_STEP only, else None)."""
 
-    buffers: dict[str, ExportedTensor]
-    device: str
-    gpu_uuid: str | None
-    pid: int
-
-    def open_buffers(self) -> ShardBuffers:
-        return ShardBuffers(**{name: import_tensor(exported) for name, exported in self.buffers.items()})
+    any_done: bool | None = None
 
 
 class EnvShard:
-    """A built task plus its buffers, episode counters and random streams."""
+    """A built task plus its buffers, the episode bookkeeping and the autoreset mode."""
 
     def __init__(self, spec: ShardSpec, report: Callable[[str], None] | None = None) -> None:
         """Build the shard; ``report(stage)`` is told when it reaches ``IMPORTING_GENESIS`` and ``BUILDING_SCENE``."""
@@ -116,28 +84,26 @@ class EnvShard:
         self.spec = spec
         self.device = torch.device(gs.device)
         report(BUILDING_SCENE)
-        self.task = spec.task_class(spec.config, spec.num_envs, self.device)
+        self.context = TaskContext.create(spec.num_envs, spec.env_offset, self.device, spec.base_seed)
+        self.task = spec.task_class(spec.config, self.context)
         self.task.build()
         obs_space, act_space = spec.task_class.spaces(spec.config)
         buffer_device = torch.device("cpu") if spec.host_buffers else self.device
         self.buffers = ShardBuffers.allocate(spec.num_envs, obs_space.shape, act_space.shape, buffer_device)
+        self.events: SyncEvents | None = None
         if spec.share_buffers:
-            for tensor in self.buffers.tensors().values():
-                make_shareable(tensor)
-        self.random = EnvRandom(spec.num_envs, spec.env_offset, self.device)
-        self.random.seed_range(spec.base_seed)
-        self._episode_steps = torch.zeros(spec.num_envs, dtype=torch.int64, device=self.device)
+            self.buffers.share()
+            if buffer_device.type == "cuda":
+                self.events = SyncEvents.create()
+        self._max_steps = spec.config.max_episode_steps
         self._needs_reset = torch.zeros(spec.num_envs, dtype=torch.bool, device=self.device)
-        self._all_ids = torch.arange(spec.num_envs, device=self.device)
+        """NEXT_STEP: the envs that finished in the last step, reset at the start of the next."""
+        self._reset_may_be_pending = True
+        """NEXT_STEP: False only when the last step's sync showed that no env finished (the reset is skipped)."""
+        self._all = torch.ones(spec.num_envs, dtype=torch.bool, device=self.device)
 
-    def handshake(self) -> ShardHandshake:
-        gpu_uuid = None
-        if self.device.type == "cuda":
-            from gs_gym.transport.devices import cuda_uuid
-
-            gpu_uuid = cuda_uuid(self.device.index or 0)
-        exported = {name: export_tensor(t, gpu_uuid) for name, t in self.buffers.tensors().items()}
-        return ShardHandshake(exported, str(self.device), gpu_uuid, os.getpid())
+    def handshake(self) -> Handshake:
+        return Handshake.export(self.buffers, self.events, self.device)
 
     # -- commands --------------------------------------------------------------------------------------------
 
@@ -145,55 +111,75 @@ class EnvShard:
         """Reset the envs selected by ``mask`` (all when None) and write every env's observation.
 
         ``seeds``: an int re-seeds env ``g`` (global index) with ``seeds + g``; a list gives one seed (or None,
-        keep the stream) per local env; None keeps every stream.
+        keep the stream) per local env; None keeps every stream. With a mask, only masked envs are re-seeded.
         """
-        ids = self._all_ids if mask is None else torch.as_tensor(np.flatnonzero(mask), device=self.device)
-        if isinstance(seeds, int):
-            if mask is None:
-                self.random.seed_range(seeds)
-            else:
-                self.random.seed(ids, [seeds + self.spec.env_offset + int(i) for i in ids.tolist()])
+        self._await_parent()
+        random, offset = self.context.random, self.spec.env_offset
+        reset_mask = self._all if mask is None else torch.as_tensor(mask, device=self.device)
+        if isinstance(seeds, int) and mask is None:
+            random.seed_range(seeds)
+        elif isinstance(seeds, int):
+            random.seed([seeds + offset + i if chosen else None for i, chosen in enumerate(mask.tolist())])
         elif seeds is not None:
-            chosen = [(i, seeds[i]) for i in ids.tolist() if seeds[i] is not None]
-            if chosen:
-                self.random.seed(torch.tensor([i for i, _ in chosen], device=self.device), [s for _, s in chosen])
-        self._reset_envs(ids)
+            chosen = [True] * len(seeds) if mask is None else mask.tolist()
+            random.seed([seed if keep else None for seed, keep in zip(seeds, chosen)])
+        self._reset(reset_mask)
+        self.task.read_state()
+        observations = self.task.observe()
+        self._check_finite(observations, None)
         buffers = self.buffers
-        buffers.observations.copy_(self.task.observe())
+        buffers.observations.copy_(observations)
         buffers.rewards.zero_()
         buffers.terminated.zero_()
         buffers.truncated.zero_()
-        self._synchronize()
+        self._release_to_parent()
 
-    def step(self) -> None:
+    def step(self) -> StepOutcome:
         """Apply ``buffers.actions``, advance one control step and write the results under the autoreset mode."""
-        task, buffers, mode = self.task, self.buffers, self.spec.autoreset_mode
-        task.apply_actions(buffers.actions.to(self.device))
+        self._await_parent()
+        task, buffers, mode, steps = self.task, self.buffers, self.spec.autoreset_mode, self.context.episode_steps
+        task.apply_actions(buffers.actions.to(self.device, non_blocking=True))
         task.simulate()
-        self._episode_steps += 1
-        pending = self._needs_reset.clone() if mode == AutoresetMode.NEXT_STEP else None
+        steps += 1
+        next_step = mode == AutoresetMode.NEXT_STEP
+        pending = self._needs_reset if next_step and self._reset_may_be_pending else None
         if pending is not None:
-            self._reset_where(pending)
+            self._reset(pending)
+        task.read_state()
         observations = task.observe()
-        if self.spec.check_observations and not bool(torch.isfinite(observations).all()):
-            raise NonFiniteObservationError(self._non_finite_message(observations))
         rewards = task.compute_rewards()
         terminated = task.compute_terminated()
-        truncated = task.compute_truncated() | (self._episode_steps >= task.config.max_episode_steps)
+        truncated = steps >= self._max_steps
+        extra = task.compute_truncated()
+        if extra is not None:
+            truncated = truncated | extra
         if pending is not None:
             rewards = rewards.masked_fill(pending, 0.0)
             terminated = terminated & ~pending
             truncated = truncated & ~pending
-            self._needs_reset = terminated | truncated
-        elif mode == AutoresetMode.SAME_STEP:
+        done = terminated | truncated
+        outcome = StepOutcome()
+        if mode == AutoresetMode.SAME_STEP:
             buffers.final_observations.copy_(observations)
-            if self._reset_where(terminated | truncated):
+            any_done = self._check_finite(observations, rewards, done)
+            outcome = StepOutcome(any_done=any_done)
+            if any_done:
+                self._reset(done)
+                task.read_state()
                 observations = task.observe()
+        elif next_step:
+            self._needs_reset = done
+            # the check's sync carries "any env done" for free: no env done, no reset work in the next step
+            any_done = self._check_finite(observations, rewards, done if self.spec.check_observations else None)
+            self._reset_may_be_pending = any_done is not False
+        else:
+            self._check_finite(observations, rewards)
         buffers.observations.copy_(observations)
         buffers.rewards.copy_(rewards)
         buffers.terminated.copy_(terminated)
         buffers.truncated.copy_(truncated)
-        self._synchronize()
+        self._release_to_parent()
+        return outcome
 
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Call the task's method ``name``, or return its attribute when it is not callable."""
@@ -208,34 +194,62 @@ class EnvShard:
             raise AttributeError(f"task {self.task.name!r} has no attribute {name!r} to set")
         setattr(self.task, name, value)
 
-    def render(self) -> Any:
-        return self.task.render()
-
     def close(self) -> None:
         self.task.close()
 
     # -- helpers ---------------------------------------------------------------------------------------------
 
-    def _reset_where(self, mask: torch.Tensor) -> bool:
-        ids = mask.nonzero().squeeze(1)
-        if ids.numel() == 0:
-            return False
-        self._reset_envs(ids)
-        return True
+    def _reset(self, mask: torch.Tensor) -> None:
+        self.task.reset_envs(mask)
+        self.context.episode_steps.masked_fill_(mask, 0)
+        self._needs_reset = self._needs_reset & ~mask
 
-    def _reset_envs(self, ids: torch.Tensor) -> None:
-        self.task.reset_envs(ids, self.random)
-        self._episode_steps[ids] = 0
-        self._needs_reset[ids] = False
+    def _check_finite(
+        self, observations: torch.Tensor, rewards: torch.Tensor | None, done: torch.Tensor | None = None
+    ) -> bool | None:
+        """One host sync for every flag the step needs: raise on non-finite outputs (when checked); return whether
+        any env is ``done`` (None when not asked). No sync when neither is asked.
 
-    def _non_finite_message(self, observations: torch.Tensor) -> str:
-        bad = (~torch.isfinite(observations)).reshape(observations.shape[0], -1).any(dim=1)
+        The fast test sums each env's observations and reward: a NaN or inf anywhere makes the sum non-finite. Only
+        then (or when finite values overflow the float32 sum) are the outputs looked at value by value."""
+        checked = self.spec.check_observations
+        if not checked and done is None:
+            return None
+        flags = []
+        if checked:
+            total = observations.reshape(self.spec.num_envs, -1).sum(dim=1)
+            flags.append(~torch.isfinite(total if rewards is None else total + rewards))
+        if done is not None:
+            flags.append(done)
+        raised = (torch.stack(flags) if len(flags) > 1 else flags[0].unsqueeze(0)).any(dim=1).tolist()
+        if checked and raised[0]:
+            self._raise_non_finite(observations, rewards)
+        return bool(raised[-1]) if done is not None else None
+
+    def _raise_non_finite(self, observations: torch.Tensor, rewards: torch.Tensor | None) -> None:
+        """The slow path of ``_check_finite``: name the hook and the envs (nothing when every value is finite)."""
+        bad_obs = ~torch.isfinite(observations).reshape(self.spec.num_envs, -1).all(dim=1)
+        if bool(bad_obs.any()):
+            raise NonFiniteObservationError(self._non_finite_message("observe", bad_obs))
+        if rewards is not None and not bool(torch.isfinite(rewards).all()):
+            raise NonFiniteObservationError(self._non_finite_message("compute_rewards", ~torch.isfinite(rewards)))
+
+    def _non_finite_message(self, hook: str, bad: torch.Tensor) -> str:
         local = bad.nonzero().flatten().tolist()
         shown = [self.spec.env_offset + i for i in local[:10]]
         more = f" and {len(local) - 10} more" if len(local) > 10 else ""
-        return f"non-finite observations in envs {shown}{more} (global indices; local {local[:10]})"
+        what = "observations" if hook == "observe" else "rewards"
+        return (
+            f"non-finite {what} from task {self.task.name!r} ({hook}) in envs {shown}{more} "
+            f"(global indices; local {local[:10]})"
+        )
 
-    def _synchronize(self) -> None:
-        """Results must be complete in memory before the parent is told they are ready."""
-        if self.device.type == "cuda":
-            torch.cuda.current_stream(self.device).synchronize()
+    def _await_parent(self) -> None:
+        """The parent's queued work on the buffers (action copies, output reads) comes first (CUDA IPC only)."""
+        if self.events is not None:
+            torch.cuda.current_stream(self.device).wait_event(self.events.parent_done)
+
+    def _release_to_parent(self) -> None:
+        """Mark the end of this command's writes for the parent's stream (CUDA IPC only; no host wait)."""
+        if self.events is not None:
+            self.events.worker_done.record(torch.cuda.current_stream(self.device))

@@ -28,7 +28,7 @@ def as_action_tensor(
         raise ValueError(f"{name}: expected a real-valued tensor, got dtype {actions.dtype}")
     if tuple(actions.shape) != expected_shape:
         raise ValueError(f"{name}: expected shape {expected_shape}, got {tuple(actions.shape)}")
-    actions = actions.to(torch.float32)
+    actions = actions.detach().to(torch.float32)
     if check_finite and not bool(torch.isfinite(actions).all()):
         bad = (~torch.isfinite(actions)).reshape(actions.shape[0], -1).any(dim=1).nonzero().flatten().tolist()
         raise ValueError(f"{name}: expected finite values, got NaN or inf for env(s) {bad[:10]}")

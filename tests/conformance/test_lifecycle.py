@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import psutil
 import pytest
 from gymnasium.error import ClosedEnvironmentError
 
@@ -22,12 +23,13 @@ def test_lifecycle_with_numpy_output(num_workers):
         obs, rewards, terminated, truncated, _ = env.step(np.zeros((3, 1), dtype=np.float32))
         assert isinstance(rewards, np.ndarray) and rewards.dtype == np.float32
         assert terminated.dtype == np.bool_ and truncated.dtype == np.bool_
-        processes = [w.process for w in env._pool._workers] if num_workers else []
+        pids = env.worker_pids
+        assert len(pids) == num_workers
     finally:
         env.close()
     env.close()  # idempotent
     assert env.closed
-    assert all(not p.is_alive() for p in processes)
+    assert not [pid for pid in pids if psutil.pid_exists(pid)]  # joined and reaped
     calls = [
         ("reset", lambda: env.reset()),
         ("step", lambda: env.step(np.zeros((3, 1)))),

@@ -45,7 +45,7 @@ def test_rollouts_match_across_worker_counts(shared_env, mode):
 def test_terminations_happen_and_match(shared_env):
     """Full pushes topple some poles before the time limit, so terminations (not only truncations) agree."""
     def pushes(env):
-        env.reset(seed=21)
+        env.reset(seed=1)  # under this seed one pole (env 5) falls at step 7, before the time limit of 8
         terminated_any = torch.zeros(NUM_ENVS, dtype=torch.bool)
         rewards = []
         for _ in range(7):

@@ -24,7 +24,8 @@ from typing import Any
 import psutil
 import pytest
 
-from gs_gym import GenesisVectorEnv
+from gs_gym import GenesisVectorEnv, Task
+from tests.faults.faulty_task import FaultyCartPole
 
 LOOKAHEAD = 3
 """Envs alive at once: the one in use and two being built."""
@@ -39,12 +40,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "prebuilt(*names): envs (recipes of the module's RECIPES) this test uses")
 
 
-def make_env(num_envs: int, task: str = "faulty-cartpole", **kwargs: Any) -> GenesisVectorEnv:
+def make_env(num_envs: int, task: str | type[Task] = FaultyCartPole, **kwargs: Any) -> GenesisVectorEnv:
     return GenesisVectorEnv(num_envs, task, **(DEFAULTS | kwargs))
 
 
 def worker_pids(env: GenesisVectorEnv) -> list[int]:
-    return [worker.process.pid for worker in env._pool._workers]
+    return env.worker_pids
 
 
 def gone(pid: int) -> bool:

@@ -23,7 +23,7 @@ DRIVER = textwrap.dedent(
         env = GenesisVectorEnv({num_workers}, "cartpole", backend="cpu", num_workers={num_workers}, seed=0,
                                forward_output=False, step_timeout=None)
         env.reset(seed=0)
-        print("pids", *[worker.process.pid for worker in env._pool._workers], flush=True)
+        print("pids", *env.worker_pids, flush=True)
         actions = torch.zeros({num_workers}, 1)
         while True:
             env.step(actions)

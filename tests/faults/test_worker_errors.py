@@ -83,8 +83,8 @@ def test_nan_state_names_the_envs_by_global_index(prebuilt):
     with pytest.raises(WorkerError) as caught:
         steps(env, 1)
     assert str(caught.value) == (
-        "worker 1 (cpu): NonFiniteObservationError: non-finite observations in envs [3, 5] "
-        "(global indices; local [0, 2]) (during step)"
+        "worker 1 (cpu): NonFiniteObservationError: non-finite observations from task 'faulty-cartpole' (observe) "
+        "in envs [3, 5] (global indices; local [0, 2]) (during step)"
     )
     assert caught.value.remote_type == "NonFiniteObservationError"
     assert_failed_then_closes(env)

@@ -249,22 +249,28 @@ class _FakeVectorEnv(GenesisVectorEnv):
         self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
         self.single_action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
         self.env_ranges = split_envs(7, 3)
-        self._all_workers = [0, 1, 2]
         self.requests: list[tuple[Command, dict]] = []
         self.attributes = [{"level": 10 * w} for w in range(3)]
 
-    def _run(self, command, requests, during):  # the public call/get_attr/set_attr route through here
-        self.requests.append((command, dict(requests)))
-        results = []
-        for worker, args in requests.items():
-            if command == Command.GET_ATTR:
-                results.append(self.attributes[worker][args[0]])
-            elif command == Command.SET_ATTR:
-                self.attributes[worker][args[0]] = args[1]
-                results.append(None)
-            else:
-                results.append((worker, args))
-        return results
+    # the public per-worker methods the adapter routes through, recorded as the commands they would send
+
+    def get_attr(self, name, workers=None):
+        workers = [0, 1, 2] if workers is None else list(workers)
+        self.requests.append((Command.GET_ATTR, {w: (name,) for w in workers}))
+        return tuple(self.attributes[w][name] for w in workers)
+
+    def set_attr(self, name, values, workers=None):
+        workers = [0, 1, 2] if workers is None else list(workers)
+        values = values if isinstance(values, (list, tuple)) else [values] * len(workers)
+        self.requests.append((Command.SET_ATTR, {w: (name, v) for w, v in zip(workers, values, strict=True)}))
+        for worker, value in zip(workers, values, strict=True):
+            self.attributes[worker][name] = value
+
+    def call_workers(self, workers, name, *args, **kwargs):
+        workers = [0, 1, 2] if workers is None else list(workers)
+        requests = {w: (name, args, kwargs) for w in workers}
+        self.requests.append((Command.CALL, requests))
+        return tuple(requests.items())
 
     def close(self, **kwargs):
         pass

@@ -11,11 +11,14 @@ import time
 from collections.abc import Callable, Sequence
 
 import pytest
+import torch
 
 from gs_gym import BuildError, GenesisVectorEnv, WorkerCrashedError, WorkerTimeoutError
 from gs_gym.tasks.runtime import KERNEL_CACHE
+from gs_gym.transport.buffers import Handshake, ShardBuffers
 from gs_gym.transport.pool import WorkerLaunch, WorkerPool
 from gs_gym.transport.progress import READY, STOPPED, BuildProgress
+from tests.faults.faulty_task import FaultyCartPole
 
 NOTICE = (
     f"gs_gym: the first build of a scene compiles Genesis kernels (minutes); later builds load them from {KERNEL_CACHE}"
@@ -51,8 +54,12 @@ def stand_in_factory(stages: Sequence[str], then: str = "return") -> Callable[[C
     function so that cloudpickle sends it by value."""
 
     class StandInShard:
-        def handshake(self) -> str:
-            return f"stand-in {os.getpid()}"
+        def __init__(self) -> None:
+            self.buffers = ShardBuffers.allocate(1, (1,), (1,), torch.device("cpu"))
+            self.buffers.share()
+
+        def handshake(self) -> Handshake:
+            return Handshake.export(self.buffers, None, torch.device("cpu"))
 
         def step(self) -> None: ...
         def reset(self, *args: object) -> None: ...
@@ -87,15 +94,15 @@ def test_pool_consumes_the_stages_and_shows_them_again_on_restart():
     recorder = Recorder()
     pool = WorkerPool(launches(2, stand_in_factory(STAGES)), build_timeout=120.0, progress=recorder)
     try:
-        assert pool.handshakes == [f"stand-in {pid}" for pid in pool.pids]
+        assert [handshake.pid for handshake in pool.handshakes] == pool.pids
         (display,) = recorder.displays
         for name in ("worker 0 (cpu)", "worker 1 (cpu)"):
             assert [stage for row, stage in display.shown if row == name] == [*STAGES, READY]
         assert display.stages == [READY, READY]
 
         os.kill(pool.pids[1], signal.SIGKILL)
-        handshake = pool.restart(1)
-        assert handshake == f"stand-in {pool.pids[1]}"
+        pool.restart(1)
+        assert pool.handshakes[1].pid == pool.pids[1]
         assert recorder.displays[1].shown == [("worker 1 (cpu)", stage) for stage in (*STAGES, READY)]
     finally:
         pool.close()
@@ -159,7 +166,7 @@ def test_in_process_build_shows_the_same_stages(capsys):
         "(during build)"
     with pytest.raises(BuildError, match=f"^{re.escape(message)}$"):
         GenesisVectorEnv(
-            2, "faulty-cartpole", backend="cpu", num_workers=0, verbose=True, task_kwargs={"fault": "build"}
+            2, FaultyCartPole, backend="cpu", num_workers=0, verbose=True, task_kwargs={"fault": "build"}
         )
     shown = [line for line in capsys.readouterr().err.splitlines() if line.startswith("gs_gym")]
     assert shown == [

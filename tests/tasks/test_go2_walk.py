@@ -41,7 +41,7 @@ def env():
 @pytest.fixture
 def task(env):
     env.reset(seed=0)
-    return env._pool.shard.task
+    return env.local_task
 
 
 def quat_about(axis: str, angle: float) -> list[float]:
@@ -51,7 +51,8 @@ def quat_about(axis: str, angle: float) -> list[float]:
 
 
 def set_state(task, *, height=None, quat=None, dof_offset=None, base_vel=None):
-    """Put every env at the default stance (unless overridden), at rest, with zero commands and actions."""
+    """Put every env at the default stance (unless overridden), at rest, with zero commands and actions, and read
+    that state back into the task (as the shard does before the output hooks)."""
     robot, n = task.robot, task.num_envs
     pos = task.base_init_pos.expand(n, -1).clone()
     pos[:, 2] = task.config.base_height_target if height is None else torch.as_tensor(height)
@@ -68,6 +69,7 @@ def set_state(task, *, height=None, quat=None, dof_offset=None, base_vel=None):
     task.commands.zero_()
     task.actions.zero_()
     task.last_actions.zero_()
+    task.read_state()
 
 
 def test_quaternion_helpers():
@@ -218,8 +220,8 @@ def test_randomization_draws_depend_on_the_seed_only(env, task):
 def test_pushes_kick_due_envs_only(task):
     set_state(task)
     steps = torch.tensor([5, 3, 10, 0])
-    pushed = task.randomizer.push(steps, task._rng)
-    assert pushed.tolist() == [0, 2]
+    pushed = task.randomizer.push(steps)
+    assert pushed.tolist() == [True, False, True, False]
     velocity = task.robot.get_dofs_velocity([0, 1, 2])
     assert torch.all(velocity[[1, 3]] == 0.0)
     assert torch.all(velocity[[0, 2], :2] != 0.0) and torch.all(velocity[[0, 2], :2].abs() <= 0.5)
@@ -231,7 +233,10 @@ def test_commands_are_resampled_on_schedule(task):
     task.commands[:] = 7.0  # outside every range
     task.episode_steps[:] = torch.tensor([task.resampling_steps, 1, 2 * task.resampling_steps, 0])
     task.simulate()
+    assert task.commands_due.tolist() == [True, False, True, False]
+    task.read_state()  # draws the due commands, before any hook reads them
     assert task.commands[[1, 3]].eq(7.0).all()
+    assert not task.commands_due.any()
     redrawn = task.commands[[0, 2]]
     assert torch.all((redrawn >= task.command_low) & (redrawn <= task.command_high))
 

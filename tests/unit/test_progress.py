@@ -5,17 +5,9 @@ import re
 
 import pytest
 
-from gs_gym.transport import progress
-from gs_gym.transport.progress import (
-    READY,
-    STARTING,
-    STOPPED,
-    BuildProgress,
-    PlainProgress,
-    RichProgress,
-    StartupDisplay,
-    open_progress,
-)
+from gs_gym import display as progress
+from gs_gym.display import PlainProgress, RichProgress, StartupDisplay, open_progress
+from gs_gym.transport.progress import READY, STARTING, STOPPED, BuildProgress
 
 NAMES = ["worker 0 (cpu)", "worker 1 (cpu)"]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

@@ -1,4 +1,5 @@
-"""``faulty-cartpole``: cart-pole that fails on purpose, for the fault-tolerance tests (``tests/faults``).
+"""``FaultyCartPole``: cart-pole that fails on purpose, for the fault-tolerance tests (passed as ``task=``; it is
+not registered, so users never see it among ``available_tasks()``).
 
 The scene is cart-pole's own (same URDF, same options), so no new kernels compile. ``FaultyCartPoleConfig.fault``
 names one fault:
@@ -12,7 +13,8 @@ names one fault:
   step, so the shard observes it).
 
 Steps are counted per shard from 1, from the build on (resets do not count). A fault applies only in the shard
-whose first global env is ``fault_env_offset`` (None: every shard), so a two-worker env can lose one worker.
+whose first global env (``context.env_offset``) is ``fault_env_offset`` (None: every shard), so a two-worker env
+can lose one worker.
 The attribute ``unpicklable`` cannot be sent to the parent (for ``get_attr`` / ``call`` failures).
 """
 
@@ -21,15 +23,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
-import sys
 import threading
 import time
 
 import torch
 
-from gs_gym.tasks.base import TaskConfig
+from gs_gym.tasks.base import TaskConfig, TaskContext
 from gs_gym.tasks.cartpole import CartPole, CartPoleConfig
-from gs_gym.tasks.registry import register_task
 
 FAULTS = ("none", "build", "raise", "sleep", "exit", "segfault", "nan")
 
@@ -54,31 +54,14 @@ class FaultyCartPoleConfig(CartPoleConfig):
             raise ValueError(f"fault_step: expected an int >= 1, got {self.fault_step}")
 
 
-def _shard_env_offset() -> int | None:
-    """The ``env_offset`` of the ``EnvShard`` that is constructing this task.
-
-    A task is deliberately not told which envs of the vector env it holds; this test task finds out from the
-    constructing shard on the call stack, so that a fault can target one worker of several.
-    """
-    from gs_gym.vector.shard import EnvShard
-
-    frame = sys._getframe(1)
-    while frame is not None:
-        candidate = frame.f_locals.get("self")
-        if isinstance(candidate, EnvShard) and hasattr(candidate, "spec"):
-            return candidate.spec.env_offset
-        frame = frame.f_back
-    return None
-
-
-@register_task("faulty-cartpole")
 class FaultyCartPole(CartPole):
+    name = "faulty-cartpole"
     config_class = FaultyCartPoleConfig
     config: FaultyCartPoleConfig
 
-    def __init__(self, config: TaskConfig, num_envs: int, device: torch.device) -> None:
-        super().__init__(config, num_envs, device)
-        self.env_offset = _shard_env_offset()
+    def __init__(self, config: TaskConfig, context: TaskContext) -> None:
+        super().__init__(config, context)
+        self.env_offset = context.env_offset
         self.steps = 0
         wanted = self.config.fault_env_offset
         self.faulty = self.config.fault != "none" and (wanted is None or wanted == self.env_offset)
@@ -113,7 +96,7 @@ class FaultyCartPole(CartPole):
         if fault == "nan":
             ids = torch.tensor(self.config.nan_envs, dtype=torch.int64, device=self.device)
             nan = torch.full((len(ids), 2), float("nan"), dtype=torch.float32, device=self.device)
-            self.robot.set_dofs_position(nan, envs_idx=ids, zero_velocity=False)
+            self.robot.set_qpos(nan, envs_idx=ids, zero_velocity=False)
 
     def close(self) -> None:
         if getattr(self, "_urdf_dir", None) is not None:

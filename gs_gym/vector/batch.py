@@ -1,0 +1,100 @@
+"""Actions into the shards' buffers, outputs out of them, as the env's ``output`` option asks.
+
+``output="torch"`` gathers on ``main_device``: with one shard already there and ``copy=False`` the shard's own buffer
+is returned (no kernel at all); otherwise one copy per shard. ``"numpy"`` moves the gathered batch to the host
+(shared-memory buffers of the CPU backend are viewed, not copied, when ``copy=False``). ``"shards"`` gathers
+nothing. Reading a CUDA worker's buffers needs no host wait: the pool has already queued this process's stream
+behind the worker's writes (``gs_gym.transport.buffers``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from gs_gym.transport.buffers import OpenedShard, ShardBuffers
+from gs_gym.vector.sharding import EnvRange
+from gs_gym.vector.validation import as_action_tensor
+
+
+class BatchIO:
+    """Moves a batch of actions into the shards and their outputs back out, for one env's ``output`` and ``copy``."""
+
+    def __init__(
+        self,
+        ranges: Sequence[EnvRange],
+        obs_shape: tuple[int, ...],
+        action_shape: tuple[int, ...],
+        *,
+        output: str,
+        copy: bool,
+        main_device: torch.device,
+        check_actions: bool,
+    ) -> None:
+        self.ranges = list(ranges)
+        self.num_envs = self.ranges[-1].stop
+        self.action_shape = action_shape
+        self.output = output
+        self.copy = copy
+        self.main_device = main_device
+        self.check_actions = check_actions
+        self._to_gpu = main_device.type == "cuda"
+        """Copies into ``main_device`` may be asynchronous only there (a copy to the host must block)."""
+        self._gathered = (
+            None if output == "shards" else ShardBuffers.allocate(self.num_envs, obs_shape, action_shape, main_device)
+        )
+
+    def action_parts(self, actions: Any) -> list[torch.Tensor]:
+        """Each shard's slice of ``actions``, validated (nothing is written yet); with ``output="shards"`` also a
+        tuple of one tensor per shard. Detached from autograd: the env's buffers never join a graph."""
+        if self.output == "shards" and isinstance(actions, (tuple, list)) and all(
+            isinstance(part, (torch.Tensor, np.ndarray)) for part in actions
+        ):
+            if len(actions) != len(self.ranges):
+                raise ValueError(
+                    f"actions: expected one tensor per worker ({len(self.ranges)}) or one batch, "
+                    f"got a {type(actions).__name__} of {len(actions)}"
+                )
+            return [
+                as_action_tensor(part, (shard.count, *self.action_shape), self.check_actions, name=f"actions[{i}]")
+                for i, (shard, part) in enumerate(zip(self.ranges, actions))
+            ]
+        batch = as_action_tensor(actions, (self.num_envs, *self.action_shape), self.check_actions)
+        return [batch[shard.offset : shard.stop] for shard in self.ranges]
+
+    @staticmethod
+    def write_actions(shards: Sequence[OpenedShard], parts: Sequence[torch.Tensor]) -> None:
+        for shard, part in zip(shards, parts):
+            buffer = shard.buffers.actions
+            buffer.copy_(part, non_blocking=buffer.device.type == "cuda")  # a copy to the host must block
+
+    def read(self, shards: Sequence[OpenedShard], name: str, copy: bool | None = None) -> Any:
+        """The shards' buffer ``name`` as ``output`` asks (``copy``: override the env's ``copy`` option)."""
+        parts = [getattr(shard.buffers, name) for shard in shards]
+        fresh = self.copy if copy is None else copy
+        if self.output == "shards":
+            return tuple(part.clone() for part in parts) if fresh else tuple(parts)
+        if len(parts) == 1 and parts[0].device == self.main_device:
+            batch = parts[0].clone() if fresh else parts[0]
+        elif fresh:
+            batch = torch.cat([part.to(self.main_device, non_blocking=self._to_gpu) for part in parts])
+        else:
+            assert self._gathered is not None
+            batch = getattr(self._gathered, name)
+            for shard, part in zip(self.ranges, parts):
+                batch[shard.offset : shard.stop].copy_(part, non_blocking=self._to_gpu)
+        return self._host_or_device(batch)
+
+    def present(self, parts: list[torch.Tensor]) -> Any:
+        """Per-shard tensors computed in this process (not the shards' buffers) as ``output`` asks."""
+        if self.output == "shards":
+            return tuple(parts)
+        if len(parts) == 1:
+            return self._host_or_device(parts[0].to(self.main_device))
+        return self._host_or_device(torch.cat([part.to(self.main_device) for part in parts]))
+
+    def _host_or_device(self, tensor: torch.Tensor) -> torch.Tensor | np.ndarray:
+        return tensor.cpu().numpy() if self.output == "numpy" else tensor
