@@ -7,9 +7,14 @@
 #   bash bench/gpu_session.sh profile   # where one worker's step spends the parent's time, without and with MPS
 #   bash bench/gpu_session.sh spin      # the same step without and with spin_wait_us=2000, twice
 #   bash bench/gpu_session.sh train [train_ppo.py args...]   # go2-walk PPO
+# Issue 14 (go2-walk against the reference env), after `warm` of go2-walk and franka-reach:
+#   bash bench/gpu_session.sh warm-v2   # first builds of go2-walk, franka-reach and cartpole at 4096, in parallel
+#   bash bench/gpu_session.sh go2       # bench/go2_vs_reference.py on go2-walk, every path
+#   bash bench/gpu_session.sh franka    # the same for franka-reach (merge its JSON with --merge), then go2 with fewer resets
+#   bash bench/gpu_session.sh first-step   # bench/time_to_first_step.py, cold and warm kernel cache
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
-phase=${1:?phase: warm, measure, profile, spin, tests or train}; shift
+phase=${1:?phase: warm, measure, profile, spin, tests, train, warm-v2, go2, franka or first-step}; shift
 quiet() { grep -v "frontend_ir\|Graphical python\|^\[Quadrants\]"; }
 
 mps_start() {
@@ -66,6 +71,29 @@ profile)
         python3 bench/profile_step.py --label "MPS on" --out "$out/profile-step-mps.txt" 2>&1 | quiet | head -40
         mps_stop
     fi
+    ;;
+warm-v2)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
+    perf="python3 bench/performance_mode.py --cache cold --build-only --out $out/warm-v2.jsonl"
+    for task in go2-walk franka-reach cartpole; do
+        $perf --task $task --n-envs 4096 --performance-mode 0 2>&1 | quiet > "$out/warm-$task.log" &
+    done
+    wait
+    tail -n 3 "$out"/warm-*.log
+    ;;
+go2)
+    python3 bench/go2_vs_reference.py --tasks go2-walk --out "$out/go2-vs-reference-h200.json" 2>&1 | quiet \
+        | tee "$out/go2-vs-reference.log" | tail -30
+    ;;
+franka)
+    python3 bench/go2_vs_reference.py --tasks franka-reach --out "$out/franka-vs-raw-h200.json" 2>&1 \
+        | quiet | tee "$out/franka-vs-raw.log" | tail -20
+    python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c --action-scale 0.1 \
+        --out "$out/go2-vs-reference-scale0.1-h200.json" 2>&1 | quiet | tee "$out/go2-scale0.1.log" | tail -20
+    ;;
+first-step)
+    python3 bench/time_to_first_step.py --backend gpu --warm-runs 2 --out "$out/time-to-first-step-h200.json" 2>&1 \
+        | quiet | tail -20
     ;;
 tests)
     python3 -m pytest tests/gpu -q -p no:cacheprovider 2>&1 | quiet | tee "$out/gpu-tests.log" | tail -25

@@ -1,0 +1,585 @@
+"""go2-walk through gs_gym against a Go2 env written the way Genesis's locomotion example writes it (issue 14, item 5).
+
+    python bench/go2_vs_reference.py                                        # on the GPU: 4096 envs, every path
+    python bench/go2_vs_reference.py --backend cpu --n-envs 64 --steps 50   # smoke run on a CPU machine
+
+For each task and n_envs, one path after the other in this process (path c also in one worker process):
+
+  a            ``Go2ReferenceEnv`` (``bench/go2_reference.py``): the example's style, same physics and terms (go2 only)
+  b            ``GenesisVectorEnv(n, task, num_workers=0)`` with default options
+  b-nochecks   the same with ``check_actions=False, check_observations=False``
+  b-copyfalse  the same with ``copy=False``
+  b-noact      the same with ``check_actions=False`` (the parent's sync on the actions off, the shard's kept)
+  c-noact      path c with ``check_actions=False`` (not run unless asked: what the parent's sync costs there)
+  c            ``GenesisVectorEnv(n, task, num_workers=1)``: the default multi-process path (CUDA IPC on a GPU,
+               shared memory on the CPU backend)
+  d            the task's raw hooks, no resets and no wrapper: ``apply_actions, simulate, read_state, observe,
+               compute_rewards, compute_terminated`` on a task built with ``Task(config, TaskContext.create(...))``
+  b'           path b with episode ends lifted (no termination, no time limit): the same work as d plus the wrapper
+               (on the command line also ``b-noends``)
+
+Every step gets fresh random actions drawn on the env's device, uniform in the action box (``--action-scale``
+shrinks it), so robots fall and episodes end and reset in a, b and c (the rate is reported). A path is built and
+reset, stepped ``--warmup`` times; once every path is built, the paths are timed in ``--repeats`` interleaved
+rounds of one block of ``--steps`` steps each (a slow spell of the machine hits every path alike; the host's
+speed varies by 10% and more between minutes on the lent H200), the device synchronized only before and after each
+timed block (torch's stream and, on the GPU, quadrants' ``qd.sync()``);
+env-steps/s and us/step are the medians of the repeats. Then, outside the timing:
+
+  Genesis calls per step   the outermost calls into the public methods of Genesis's ``RigidEntity``,
+                           ``RigidLink``, ``RigidJoint`` and ``Scene.step`` over ``--count-steps`` steps (the
+                           methods are wrapped for those steps only; calls made inside Genesis are not counted
+                           again). Path c's are those of in-process path b: its worker runs the same shard code, in
+                           another process where the wrappers cannot see.
+  CUDA kernels per step    kernel launches recorded by ``torch.profiler`` (``ProfilerActivity.CUDA``, CUPTI) over
+                           ``--profile-steps`` steps, split into torch's own kernels and the others (quadrants', which
+                           Genesis launches through the CUDA driver; path d also profiles one bare ``scene.step()``
+                           to show whether they are seen). For c these are the parent's launches only (the worker's
+                           are b's). None on the CPU backend.
+  GPU busy us per step     the summed duration of those kernels and copies: far below us/step, the host is the
+                           bottleneck (Python and launch overhead), near it the GPU is
+  host syncs per step      calls that make the host wait for the device (``cudaStreamSynchronize`` and kin, which
+                           ``.item()``, ``.tolist()`` and blocking host-to-device copies of index lists make)
+
+Prints a table and the ratios b/a, c/b, b'/d, and writes JSON to ``--out`` after every path (a run cut short keeps
+what it measured): ``{"machine": ..., "settings": ..., "tasks": {task: {n_envs: {"paths": {name: {...}},
+"ratios": {"in_process_vs_reference": b/a, "default_vs_in_process": c/b, "no_ends_vs_raw": b'/d}}}}}``. A path that
+fails is recorded with its error and the run goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import gc
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from go2_reference import Go2ReferenceEnv, check_same_scene_options
+
+from gs_gym.tasks import resolve_task
+from gs_gym.tasks.base import TaskContext
+from gs_gym.tasks.runtime import init_genesis
+
+PATH_LABELS = {
+    "a": "reference env (Genesis example style)",
+    "b": "gs_gym in-process (num_workers=0)",
+    "b-nochecks": "in-process, check_actions/observations off",
+    "b-copyfalse": "in-process, copy=False",
+    "b-noact": "in-process, check_actions off",
+    "c-noact": "1 worker, check_actions off",
+    "c": "gs_gym default (num_workers=1)",
+    "d": "raw task hooks, no resets",
+    "b'": "in-process, episode ends lifted",
+}
+PATH_ALIASES = {"b-noends": "b'", "bp": "b'"}
+TASK_PATHS = {
+    "go2-walk": ["a", "b", "c", "d", "b'", "b-nochecks", "b-copyfalse", "b-noact"],
+    "franka-reach": ["b", "c", "d", "b'"],
+}
+"""The paths each task runs by default, in the order they run (the ratios' paths first)."""
+NO_EPISODE_ENDS = {
+    "go2-walk": {"max_episode_steps": 10**9, "max_roll": math.inf, "max_pitch": math.inf},
+    "franka-reach": {"max_episode_steps": 10**9, "terminate_on_success": False},
+}
+"""task_kwargs of path b': nothing terminates and nothing is truncated."""
+VECTOR_ENV_OPTIONS = {
+    "b": {"num_workers": 0},
+    "b-nochecks": {"num_workers": 0, "check_actions": False, "check_observations": False},
+    "b-copyfalse": {"num_workers": 0, "copy": False},
+    "b-noact": {"num_workers": 0, "check_actions": False},
+    "c-noact": {"num_workers": 1, "check_actions": False},
+    "c": {"num_workers": 1},
+    "b'": {"num_workers": 0},
+}
+RATIOS = {
+    "in_process_vs_reference": ("b", "a"),
+    "default_vs_in_process": ("c", "b"),
+    "no_ends_vs_raw": ("b'", "d"),
+}
+
+
+# -- the device ------------------------------------------------------------------------------------------------
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for everything queued on the device: torch's work and quadrants' (Genesis's kernels)."""
+    if device.type == "cuda":
+        import quadrants
+
+        quadrants.sync()
+        torch.cuda.synchronize(device)
+
+
+# -- one path: something that steps ------------------------------------------------------------------------------
+
+
+class Stepper:
+    """A built path: ``step(actions)`` runs one env step; ``ends(result)`` the bool envs whose episode ended in it
+    (None where episodes do not end); ``close()`` frees it."""
+
+    def __init__(self, step: Callable[[torch.Tensor], Any], device: torch.device, close: Callable[[], None],
+                 ends: Callable[[Any], torch.Tensor | None] = lambda result: None, scene: Any = None) -> None:
+        self.step, self.device, self.close, self.ends, self.scene = step, device, close, ends, scene
+
+
+def build_reference(task: str, n_envs: int, backend: str) -> Stepper:
+    if task != "go2-walk":
+        raise ValueError(f"path a exists for go2-walk only, not {task!r}")
+    init_genesis(backend)
+    env = Go2ReferenceEnv(n_envs)
+    env.reset()
+    return Stepper(env.step, env.device, env.close, ends=lambda result: result[2], scene=env.scene)
+
+
+def build_vector_env(task: str, n_envs: int, backend: str, path: str) -> Stepper:
+    from gs_gym import GenesisVectorEnv  # here, so that path a runs while the vector env is being rewritten
+
+    task_kwargs = NO_EPISODE_ENDS[task] if path == "b'" else {}
+    env = GenesisVectorEnv(n_envs, task, backend=backend, seed=0, task_kwargs=task_kwargs, verbose=False,
+                           **VECTOR_ENV_OPTIONS[path])
+    env.reset(seed=0)
+    return Stepper(env.step, env.main_device, env.close, ends=lambda result: result[2] | result[3])
+
+
+def build_raw_hooks(task_name: str, n_envs: int, backend: str) -> Stepper:
+    init_genesis(backend)
+    import genesis as gs
+
+    device = torch.device(gs.device)
+    task_class = resolve_task(task_name)
+    task = task_class(task_class.make_config(), TaskContext.create(n_envs, 0, device, base_seed=0))
+    task.build()
+    task.reset_envs(torch.ones(n_envs, dtype=torch.bool, device=device))
+
+    def step(actions: torch.Tensor) -> None:
+        task.apply_actions(actions)
+        task.simulate()
+        task.read_state()
+        task.observe()
+        task.compute_rewards()
+        task.compute_terminated()
+
+    def close() -> None:
+        task.close()
+        task.scene.destroy()
+
+    return Stepper(step, device, close, scene=task.scene)
+
+
+def build_path(task: str, n_envs: int, backend: str, path: str) -> Stepper:
+    if path == "a":
+        return build_reference(task, n_envs, backend)
+    if path == "d":
+        return build_raw_hooks(task, n_envs, backend)
+    return build_vector_env(task, n_envs, backend, path)
+
+
+# -- measuring ---------------------------------------------------------------------------------------------------
+
+
+class RandomActions:
+    """Fresh actions each call, uniform in ``scale`` times the action box, drawn on the device into one buffer."""
+
+    def __init__(self, task: str, n_envs: int, device: torch.device, scale: float) -> None:
+        task_class = resolve_task(task)
+        space = task_class.spaces(task_class.make_config())[1]
+        low = torch.as_tensor(space.low, dtype=torch.float32, device=device)
+        high = torch.as_tensor(space.high, dtype=torch.float32, device=device)
+        middle, half = (high + low) / 2, (high - low) / 2 * scale
+        self.buffer = torch.empty(n_envs, *space.shape, device=device)
+        self.scalar = bool((middle == middle.flatten()[0]).all() and (half == half.flatten()[0]).all())
+        self.low, self.high = (middle - half), (middle + half)
+        self.bounds = (float(self.low.flatten()[0]), float(self.high.flatten()[0])) if self.scalar else None
+
+    def __call__(self) -> torch.Tensor:
+        if self.bounds is not None:
+            return self.buffer.uniform_(*self.bounds)
+        return torch.rand(self.buffer.shape, out=self.buffer, device=self.buffer.device).mul_(
+            self.high - self.low).add_(self.low)
+
+
+def time_block(stepper: Stepper, actions: RandomActions, steps: int) -> float:
+    """Seconds per step over ``steps`` steps, the device synchronized at the ends of the block only."""
+    synchronize(stepper.device)
+    start = time.perf_counter()
+    for _ in range(steps):
+        stepper.step(actions())
+    synchronize(stepper.device)
+    return (time.perf_counter() - start) / steps
+
+
+class GenesisCallCounter:
+    """Counts, by method name, the outermost calls into the public methods of Genesis's rigid entities, links and
+    joints, and ``Scene.step``, while active (``with counter:``); calls Genesis makes from inside those methods are
+    not counted again."""
+
+    def __init__(self) -> None:
+        from genesis.engine.entities.rigid_entity import RigidEntity, RigidJoint, RigidLink
+        from genesis.engine.scene import Scene
+
+        self.targets: list[tuple[type, str]] = [(Scene, "step")]
+        for cls in (RigidEntity, RigidLink, RigidJoint):
+            for name in dir(cls):
+                if not name.startswith("_") and callable(getattr(cls, name, None)) and _is_plain_function(cls, name):
+                    self.targets.append((cls, name))
+        self.counts: collections.Counter[str] = collections.Counter()
+        self._depth = 0
+        self._saved: list[tuple[type, str, Any, bool]] = []
+
+    def __enter__(self) -> GenesisCallCounter:  # noqa: PYI034
+        for cls, name in self.targets:
+            own = name in cls.__dict__
+            original = cls.__dict__[name] if own else getattr(cls, name)
+            self._saved.append((cls, name, original, own))
+            setattr(cls, name, self._wrap(f"{cls.__name__}.{name}", original))
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for cls, name, original, own in reversed(self._saved):
+            if own:
+                setattr(cls, name, original)
+            else:
+                delattr(cls, name)
+        self._saved.clear()
+
+    def _wrap(self, label: str, function: Callable) -> Callable:
+        counter = self
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            if counter._depth == 0:
+                counter.counts[label] += 1
+            counter._depth += 1
+            try:
+                return function(*args, **kwargs)
+            finally:
+                counter._depth -= 1
+
+        return counted
+
+
+def _is_plain_function(cls: type, name: str) -> bool:
+    """A method defined with ``def`` in ``cls`` or a base (not a property, staticmethod or classmethod)."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return callable(klass.__dict__[name]) and not isinstance(klass.__dict__[name], (staticmethod, classmethod))
+    return False
+
+
+def count_genesis_calls(stepper: Stepper, actions: RandomActions, steps: int) -> dict[str, Any]:
+    counter = GenesisCallCounter()
+    with counter:
+        for _ in range(steps):
+            stepper.step(actions())
+    synchronize(stepper.device)
+    per_method = {name: count / steps for name, count in sorted(counter.counts.items())}
+    return {"genesis_calls_per_step": sum(counter.counts.values()) / steps, "genesis_calls": per_method}
+
+
+SYNC_CALLS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
+                        "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize"})
+
+
+def is_torch_kernel(name: str) -> bool:
+    return any(mark in name for mark in ("at::", "at_cuda_detail", "cub::", "cutlass", "gemm", "triton", "elementwise"))
+
+
+def profile_kernels(run: Callable[[], None], steps: int) -> dict[str, Any]:
+    """CUDA kernel launches (and copies) per step of ``run`` over ``steps`` calls, seen by torch.profiler."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
+        for _ in range(steps):
+            run()
+        torch.cuda.synchronize()
+    events = profiler.events()
+    names = [event.name for event in events if event.device_type == DeviceType.CUDA]
+    # The host side: launches through CUDA's runtime API (torch) and its driver API (quadrants), where recorded.
+    launches = collections.Counter(event.name for event in events
+                                   if event.device_type == DeviceType.CPU and "LaunchKernel" in event.name)
+    copies = [n for n in names if n.startswith(("Memcpy", "Memset"))]
+    kernels = [n for n in names if not n.startswith(("Memcpy", "Memset"))]
+    torch_kernels = [n for n in kernels if is_torch_kernel(n)]
+    others = [n for n in kernels if not is_torch_kernel(n)]
+    # Host waits: explicit synchronizations (``.item()``, ``.tolist()``, blocking copies such as an index list sent
+    # to the device) are recorded as these runtime/driver calls.
+    syncs = collections.Counter(event.name for event in events
+                                if event.device_type == DeviceType.CPU and event.name in SYNC_CALLS)
+    busy_us = sum(event.time_range.elapsed_us() for event in events if event.device_type == DeviceType.CUDA)
+    return {
+        "host_syncs_per_step": sum(syncs.values()) / steps,
+        "host_sync_calls_per_step": {name: count / steps for name, count in sorted(syncs.items())},
+        "gpu_busy_us_per_step": busy_us / steps,
+        "copy_kinds_per_step": {name: count / steps for name, count in collections.Counter(copies).most_common()},
+        "cuda_kernels_per_step": len(kernels) / steps,
+        "torch_kernels_per_step": len(torch_kernels) / steps,
+        "other_kernels_per_step": len(others) / steps,
+        "copies_per_step": len(copies) / steps,
+        "other_kernel_names": [name for name, _ in collections.Counter(others).most_common(8)],
+        "launch_calls_per_step": {name: count / steps for name, count in sorted(launches.items())},
+    }
+
+
+class Measured:
+    """A path being measured: its row of results, and while it lives its stepper and actions."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.row: dict[str, Any] = {"label": PATH_LABELS[path]}
+        if path in VECTOR_ENV_OPTIONS and path != "b'":
+            self.row["options"] = VECTOR_ENV_OPTIONS[path]
+        self.stepper: Stepper | None = None
+        self.actions: RandomActions | None = None
+        self.seconds: list[float] = []
+        self.scene_options: Any = None
+
+    def fail(self, error: BaseException) -> None:
+        traceback.print_exc()
+        self.row = {"label": PATH_LABELS[self.path], "error": f"{type(error).__name__}: {error}"}
+        self.close()
+
+    def close(self) -> None:
+        stepper, self.stepper = self.stepper, None
+        if stepper is not None:
+            with contextlib.suppress(Exception):
+                stepper.close()
+
+
+def build_and_warm(task: str, n_envs: int, measured: Measured, args: argparse.Namespace) -> None:
+    """Build the path, reset it and step it ``--warmup`` times (counting episode ends)."""
+    if measured.path == "b'":
+        measured.row["task_kwargs"] = NO_EPISODE_ENDS[task]
+    start = time.perf_counter()
+    stepper = measured.stepper = build_path(task, n_envs, args.backend, measured.path)
+    measured.row["build_s"] = time.perf_counter() - start
+    actions = measured.actions = RandomActions(task, n_envs, stepper.device, args.action_scale)
+    ends = torch.zeros((), dtype=torch.int64, device=stepper.device)
+    counted = False
+    for _ in range(args.warmup):
+        ended = stepper.ends(stepper.step(actions()))
+        if ended is not None:
+            ends += ended.sum()
+            counted = True
+    measured.row["episode_ends_per_env_per_1000_steps"] = (
+        ends.item() / n_envs / args.warmup * 1000 if counted and args.warmup else None)
+
+
+def count_and_profile(n_envs: int, measured: Measured, args: argparse.Namespace) -> None:
+    """The timing's summary, then Genesis calls and (GPU) kernels, syncs and copies per step; closes the path."""
+    stepper, actions, row = measured.stepper, measured.actions, measured.row
+    assert stepper is not None and actions is not None
+    median = statistics.median(measured.seconds)
+    row.update(env_steps_per_s=n_envs / median, us_per_step=median * 1e6,
+               repeats_us=[s * 1e6 for s in measured.seconds], timed_steps=args.steps)
+    if measured.path.startswith("c"):
+        row["genesis_calls_per_step"] = None
+        row["genesis_calls_note"] = "the worker runs path b's code in its own process: see b"
+    else:
+        row.update(count_genesis_calls(stepper, actions, args.count_steps))
+    if stepper.device.type == "cuda":
+        row.update(profile_kernels(lambda: stepper.step(actions()), args.profile_steps))
+        if measured.path.startswith("c"):
+            row["kernels_note"] = "the parent's launches only; the worker's are path b's"
+        if measured.path == "d" and stepper.scene is not None:
+            bare = profile_kernels(stepper.scene.step, args.profile_steps)
+            row["bare_scene_step_kernels"] = bare["cuda_kernels_per_step"]
+            row["bare_scene_step_kernel_names"] = bare["other_kernel_names"]
+    else:
+        row["cuda_kernels_per_step"] = None
+    if measured.path in ("a", "d") and stepper.scene is not None:
+        measured.scene_options = stepper.scene.options
+    measured.close()
+
+
+def measure_paths(task: str, n_envs: int, paths: list[str], args: argparse.Namespace,
+                  log: Callable[[str], None]) -> dict[str, Measured]:
+    """Build every path, then time them in ``--repeats`` interleaved rounds (one block of ``--steps`` steps per
+    path per round, so that a slow spell of the machine hits every path alike), then count and profile each."""
+    measured = {path: Measured(path) for path in paths}
+    for path, one in measured.items():
+        log(f"{task} {n_envs} envs: building path {path} ({PATH_LABELS[path]})")
+        try:
+            build_and_warm(task, n_envs, one, args)
+        except Exception as error:  # noqa: BLE001 (one failing path must not cost the others)
+            one.fail(error)
+    for round_index in range(args.repeats):
+        for one in measured.values():
+            if one.stepper is not None and one.actions is not None:
+                try:
+                    one.seconds.append(time_block(one.stepper, one.actions, args.steps))
+                except Exception as error:  # noqa: BLE001
+                    one.fail(error)
+        log(f"timed round {round_index + 1} of {args.repeats}")
+    for one in measured.values():
+        if one.stepper is not None:
+            try:
+                count_and_profile(n_envs, one, args)
+            except Exception as error:  # noqa: BLE001
+                one.fail(error)
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return measured
+
+
+def machine_description(backend: str) -> dict[str, Any]:
+    machine = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "genesis": importlib.metadata.version("genesis-world"),
+        "quadrants": importlib.metadata.version("quadrants"),
+        "backend": backend,
+        "cpu_count": os.cpu_count(),
+        "processor": platform.processor() or platform.machine(),
+        "platform": platform.platform(),
+    }
+    if backend == "gpu" and torch.cuda.is_available():
+        properties = torch.cuda.get_device_properties(0)
+        machine.update(gpu=properties.name, gpu_memory_mib=properties.total_memory // 2**20,
+                       cuda=torch.version.cuda)
+        try:
+            machine["driver"] = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                text=True, timeout=10, check=False).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    try:
+        root = Path(__file__).resolve().parents[1]
+        run = {"cwd": root, "capture_output": True, "text": True}
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], check=False, **run).stdout.strip()
+        status = ["git", "status", "--porcelain", "--untracked-files=no"]
+        dirty = subprocess.run(status, check=False, **run).stdout.strip()
+        machine["gs_gym_commit"] = commit + (" (with uncommitted changes)" if dirty else "")
+    except OSError:
+        pass
+    return machine
+
+
+def ratios(paths: dict[str, dict[str, Any]]) -> dict[str, float | None]:
+    def speed(name: str) -> float | None:
+        return paths.get(name, {}).get("env_steps_per_s")
+
+    result = {}
+    for key, (numerator, denominator) in RATIOS.items():
+        top, bottom = speed(numerator), speed(denominator)
+        result[key] = top / bottom if top is not None and bottom else None
+    return result
+
+
+def format_table(task: str, n_envs: int, entry: dict[str, Any]) -> str:
+    def cell(value: Any, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
+    lines = [f"\n{task}, {n_envs} envs",
+             ("| path | env-steps/s | us/step | GPU busy us/step | host syncs/step | Genesis calls/step "
+              "| CUDA kernels/step | ends/env/1000 steps |"),
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, row in entry["paths"].items():
+        if "error" in row:
+            lines.append(f"| {name} {row['label']} | failed: {row['error'][:80]} | | | | | | |")
+            continue
+        calls = row.get("genesis_calls_per_step")
+        lines.append(
+            f"| {name} {row['label']} | {cell(row.get('env_steps_per_s'), ',.0f')}"
+            f" | {cell(row.get('us_per_step'), '.0f')}"
+            f" | {cell(row.get('gpu_busy_us_per_step'), '.0f')}"
+            f" | {cell(row.get('host_syncs_per_step'), '.1f')}"
+            f" | {cell(calls, '.1f') if calls is not None or name != 'c' else '(= b)'}"
+            f" | {cell(row.get('cuda_kernels_per_step'), '.1f')}"
+            f" | {cell(row.get('episode_ends_per_env_per_1000_steps'), '.1f')} |")
+    names = {"in_process_vs_reference": "b/a", "default_vs_in_process": "c/b", "no_ends_vs_raw": "b'/d"}
+    lines.append("ratios: " + ", ".join(f"{names[k]} = {cell(v, '.3f')}" for k, v in entry["ratios"].items()))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=("gpu", "cpu"), default="gpu" if torch.cuda.is_available() else "cpu",
+                        help="Genesis backend (default: gpu where CUDA is available)")
+    parser.add_argument("--n-envs", type=int, nargs="+", default=None,
+                        help="batch sizes to measure (default 4096 on the GPU, 64 on the CPU)")
+    parser.add_argument("--tasks", nargs="+", default=list(TASK_PATHS), choices=list(TASK_PATHS))
+    parser.add_argument("--paths", nargs="+", default=None,
+                        help=f"paths to run, among {list(PATH_LABELS)} (b-noends = b'); default: each task's own "
+                             f"({TASK_PATHS})")
+    parser.add_argument("--steps", type=int, default=200, help="steps per timed block")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="interleaved rounds, one timed block per path each (the median is reported)")
+    parser.add_argument("--warmup", type=int, default=50, help="steps before timing (episode ends counted here)")
+    parser.add_argument("--count-steps", type=int, default=5, help="steps over which Genesis calls are counted")
+    parser.add_argument("--profile-steps", type=int, default=5, help="steps under torch.profiler (GPU only)")
+    parser.add_argument("--action-scale", type=float, default=1.0,
+                        help="random actions uniform in this fraction of the action box (1 = the whole box)")
+    parser.add_argument("--out", default=None,
+                        help="JSON path (default bench/results/go2-vs-reference-h200.json on the GPU, "
+                             "go2-vs-reference-cpu.json on the CPU)")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the rows already in --out that this run does not measure again")
+    args = parser.parse_args()
+    args.n_envs = args.n_envs or ([4096] if args.backend == "gpu" else [64])
+    args.out = args.out or ("bench/results/go2-vs-reference-h200.json" if args.backend == "gpu"
+                            else "go2-vs-reference-cpu.json")
+    wanted = None if args.paths is None else [PATH_ALIASES.get(p, p) for p in args.paths]
+    unknown = sorted(set(wanted or []) - set(PATH_LABELS))
+    if unknown:
+        parser.error(f"--paths: unknown {unknown}; expected some of {list(PATH_LABELS)}")
+
+    init_genesis(args.backend)
+    result: dict[str, Any] = {"tasks": {}}
+    if args.merge and os.path.exists(args.out):
+        with open(args.out) as handle:
+            result = json.load(handle)
+    result["machine"] = machine_description(args.backend)
+    result["settings"] = {key: getattr(args, key) for key in (
+        "steps", "repeats", "warmup", "count_steps", "profile_steps", "action_scale")}
+    result["settings"]["actions"] = "fresh each step, uniform in action_scale x the action box, drawn on the device"
+
+    def write() -> None:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        with open(args.out, "w") as handle:
+            json.dump(result, handle, indent=1)
+
+    started = time.perf_counter()
+    for task in args.tasks:
+        paths = [p for p in TASK_PATHS[task] if wanted is None or p in wanted]
+        paths += [p for p in (wanted or []) if p not in paths and p != "a"]
+        for n_envs in args.n_envs:
+            entry = result["tasks"].setdefault(task, {}).setdefault(str(n_envs), {"paths": {}, "ratios": {}})
+            measured = measure_paths(task, n_envs, paths, args,
+                                     lambda text: print(f"[{time.perf_counter() - started:6.0f} s] {text}", flush=True))
+            for path, one in measured.items():
+                entry["paths"][path] = one.row
+                if "error" not in one.row:
+                    print(f"  {path}: built in {one.row['build_s']:.1f} s; {one.row['env_steps_per_s']:,.0f} "
+                          f"env-steps/s, {one.row['us_per_step']:.0f} us/step", flush=True)
+            if "a" in measured and "d" in measured and measured["a"].scene_options is not None:
+                differences = check_same_scene_options(measured["a"].scene_options, measured["d"].scene_options)
+                entry["scene_options_differ"] = differences
+                print("  scene options of a and d:", "identical" if not differences else differences)
+            entry["ratios"] = ratios(entry["paths"])
+            write()
+            print(format_table(task, n_envs, entry), flush=True)
+    print(f"\nwrote {args.out} ({time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
