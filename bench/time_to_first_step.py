@@ -230,7 +230,7 @@ def main() -> None:
         "machine": machine_description(args.backend),
         "settings": {"example": f'gym.make_vec("GenesisMultiGPU-v0", num_envs={args.num_envs}, task="{args.task}", '
                                 f'backend="{args.backend}", seed=0); reset(seed=0); step(torch.rand({args.num_envs}, '
-                                f'1) * 2 - 1)', "cache_dir": str(cache_dir)},
+                                f'1) * 2 - 1)', "cache_dir": "(a fresh temporary directory)" if args.cache_dir is None else str(cache_dir)},
         "runs": [],
     }
     try:
