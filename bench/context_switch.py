@@ -61,8 +61,9 @@ def one_process(kernels: int, numel: int, rounds: int, repeats: int) -> list[flo
     return _time_rounds(lambda: (_gpu_half(parent, kernels), _gpu_half(worker, kernels)), rounds, repeats)
 
 
-def two_processes(parent_gpu: bool, worker_gpu: bool, kernels: int, numel: int, rounds: int,
-                  repeats: int) -> list[float]:
+def two_processes(
+    parent_gpu: bool, worker_gpu: bool, kernels: int, numel: int, rounds: int, repeats: int
+) -> list[float]:
     ctx = mp.get_context("spawn")
     conn, child_conn = ctx.Pipe()
     child = ctx.Process(target=_worker, args=(child_conn, worker_gpu, kernels, numel), daemon=True)
@@ -101,12 +102,24 @@ def main() -> None:
     for kernels in args.kernels:
         for name, measure in variants.items():
             per_round = measure(kernels)
-            rows.append({"variant": name, "kernels_per_half": kernels, "us_per_round": statistics.median(per_round)
-                         * 1e6, "repeats_us": [s * 1e6 for s in per_round]})
+            rows.append(
+                {
+                    "variant": name,
+                    "kernels_per_half": kernels,
+                    "us_per_round": statistics.median(per_round) * 1e6,
+                    "repeats_us": [s * 1e6 for s in per_round],
+                }
+            )
             print(f"{name:18s} kernels={kernels:3d} {rows[-1]['us_per_round']:9.1f} us/round", flush=True)
-    result = {"label": args.label, "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-              "python": platform.python_version(), "mps_pipe": os.environ.get("CUDA_MPS_PIPE_DIRECTORY"),
-              "settings": {"numel": args.numel, "rounds": args.rounds, "repeats": args.repeats}, "rows": rows}
+    result = {
+        "label": args.label,
+        "gpu": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "mps_pipe": os.environ.get("CUDA_MPS_PIPE_DIRECTORY"),
+        "settings": {"numel": args.numel, "rounds": args.rounds, "repeats": args.repeats},
+        "rows": rows,
+    }
     with open(args.out, "w") as handle:
         json.dump(result, handle, indent=1)
     print(f"\n| variant ({args.label or 'default'}) | " + " | ".join(f"{k} kernels/half" for k in args.kernels) + " |")

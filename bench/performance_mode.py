@@ -20,38 +20,61 @@ import time
 from gs_gym.benchmark import NO_EPISODE_ENDS, machine_description, time_steps
 
 
-def measure(task: str, num_envs: int, performance_mode: bool, seconds: float, repeats: int,
-            build_only: bool) -> dict:
+def measure(task: str, num_envs: int, performance_mode: bool, seconds: float, repeats: int, build_only: bool) -> dict:
     from gs_gym import GenesisVectorEnv
 
     start = time.perf_counter()
-    env = GenesisVectorEnv(num_envs, task, backend="gpu", num_workers=1, seed=0, copy=False, check_actions=False,
-                           performance_mode=performance_mode, task_kwargs=NO_EPISODE_ENDS.get(task, {}),
-                           verbose=False)
+    env = GenesisVectorEnv(
+        num_envs,
+        task,
+        backend="gpu",
+        num_workers=1,
+        seed=0,
+        copy=False,
+        check_actions=False,
+        performance_mode=performance_mode,
+        task_kwargs=NO_EPISODE_ENDS.get(task, {}),
+        verbose=False,
+    )
     build_seconds = time.perf_counter() - start
     row = {"task": task, "n_envs": num_envs, "performance_mode": performance_mode, "build_s": build_seconds}
     try:
         if not build_only:
             env.reset(seed=0)
-            timing = time_steps(env.step, num_envs, env.single_action_space.shape, env.main_device, seconds,
-                                repeats, probe=lambda: env.worker_busy_seconds[0])
+            timing = time_steps(
+                env.step,
+                num_envs,
+                env.single_action_space.shape,
+                env.main_device,
+                seconds,
+                repeats,
+                probe=lambda: env.worker_busy_seconds[0],
+            )
             wall = statistics.median(timing.seconds_per_step)
-            row |= {"us_per_step": wall * 1e6, "worker_us_per_step": timing.probe_per_step * 1e6,
-                    "env_steps_per_s": num_envs / wall}
+            row |= {
+                "us_per_step": wall * 1e6,
+                "worker_us_per_step": timing.probe_per_step * 1e6,
+                "env_steps_per_s": num_envs / wall,
+            }
     finally:
         env.close()
     return row
 
 
 def table(path: str) -> str:
-    rows = [json.loads(line) for line in open(path)]
-    lines = ["| task | n_envs | performance_mode | cache | build s | us/step (worker) | env-steps/s |",
-             "|---|---:|---|---|---:|---:|---:|"]
+    with open(path) as file:
+        rows = [json.loads(line) for line in file]
+    lines = [
+        "| task | n_envs | performance_mode | cache | build s | us/step (worker) | env-steps/s |",
+        "|---|---:|---|---|---:|---:|---:|",
+    ]
     for r in rows:
         step = f"{r['us_per_step']:.0f} ({r['worker_us_per_step']:.0f})" if "us_per_step" in r else "-"
         speed = f"{r['env_steps_per_s']:,.0f}" if "env_steps_per_s" in r else "-"
-        lines.append(f"| {r['task']} | {r['n_envs']} | {r['performance_mode']} | {r['cache']} | {r['build_s']:.1f} "
-                     f"| {step} | {speed} |")
+        lines.append(
+            f"| {r['task']} | {r['n_envs']} | {r['performance_mode']} | {r['cache']} | {r['build_s']:.1f} "
+            f"| {step} | {speed} |"
+        )
     return "\n".join(lines)
 
 

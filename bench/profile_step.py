@@ -31,9 +31,18 @@ def main() -> None:
     parser.add_argument("--label", default="")
     parser.add_argument("--out", default="profile.txt")
     args = parser.parse_args()
-    env = GenesisVectorEnv(args.n_envs, args.task, backend=args.backend, num_workers=1, seed=0, copy=False,
-                           check_actions=False, verbose=False, task_kwargs=NO_EPISODE_ENDS.get(args.task, {}),
-                           spin_wait_us=args.spin_wait_us)
+    env = GenesisVectorEnv(
+        args.n_envs,
+        args.task,
+        backend=args.backend,
+        num_workers=1,
+        seed=0,
+        copy=False,
+        check_actions=False,
+        verbose=False,
+        task_kwargs=NO_EPISODE_ENDS.get(args.task, {}),
+        spin_wait_us=args.spin_wait_us,
+    )
     env.reset(seed=0)
     actions = torch.empty(args.n_envs, *env.single_action_space.shape, device=env.main_device)
     for _ in range(200):
@@ -53,8 +62,10 @@ def main() -> None:
         split["step_wait"] += t3 - t2
     wall = time.perf_counter() - start
     busy = env.worker_busy_seconds[0] - busy_before
-    lines = [f"{args.label} {args.task} n_envs={args.n_envs}, per step over {args.steps} steps (no profiler):",
-             f"  wall {wall / args.steps * 1e6:.0f} us, worker busy {busy / args.steps * 1e6:.0f} us"]
+    lines = [
+        f"{args.label} {args.task} n_envs={args.n_envs}, per step over {args.steps} steps (no profiler):",
+        f"  wall {wall / args.steps * 1e6:.0f} us, worker busy {busy / args.steps * 1e6:.0f} us",
+    ]
     lines += [f"  {name} {seconds / args.steps * 1e6:.0f} us" for name, seconds in split.items()]
     profiler = cProfile.Profile()
     profiler.enable()

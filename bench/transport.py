@@ -35,8 +35,11 @@ def main() -> None:
     def record(row: dict) -> None:
         rows.append(row)
         busy = "" if row["busy_us_per_step"] is None else f" (worker busy {row['busy_us_per_step']:.1f} us)"
-        print(f"{row['config']:28s} n_envs={row['n_envs']:6d} {row['us_per_step']:9.1f} us/step "
-              f"{row['env_steps_per_s']:14,.0f} env-steps/s{busy}", flush=True)
+        print(
+            f"{row['config']:28s} n_envs={row['n_envs']:6d} {row['us_per_step']:9.1f} us/step "
+            f"{row['env_steps_per_s']:14,.0f} env-steps/s{busy}",
+            flush=True,
+        )
         with open(args.out, "w") as handle:
             json.dump({"partial": True, "rows": rows}, handle, indent=1)
 
@@ -52,8 +55,10 @@ def main() -> None:
     for row in result["rows"]:
         if row["busy_us_per_step"] is not None:
             busy = row["busy_us_per_step"]
-            print(f"| {row['config']} | {row['n_envs']} | {row['us_per_step']:.0f} | {busy:.0f} | "
-                  f"{row['us_per_step'] - busy:.0f} |")
+            print(
+                f"| {row['config']} | {row['n_envs']} | {row['us_per_step']:.0f} | {busy:.0f} | "
+                f"{row['us_per_step'] - busy:.0f} |"
+            )
 
 
 if __name__ == "__main__":

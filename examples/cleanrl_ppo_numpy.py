@@ -129,8 +129,9 @@ def parse_args(argv: list[str] | None = None) -> Args:
         if field.name in ("batch_size", "minibatch_size", "num_iterations"):
             continue
         type_name = str(field.type).split(" | ")[0]
-        parser.add_argument(f"--{field.name.replace('_', '-')}", dest=field.name, type=hints[type_name],
-                            default=field.default)
+        parser.add_argument(
+            f"--{field.name.replace('_', '-')}", dest=field.name, type=hints[type_name], default=field.default
+        )
     args = Args(**vars(parser.parse_args(argv)))
     args.batch_size = args.num_envs * args.num_steps
     args.minibatch_size = args.batch_size // args.num_minibatches
@@ -147,8 +148,14 @@ def make_env(args: Args, raw_wrapper: Callable[[gym.vector.VectorEnv], gym.vecto
     """
     task_kwargs = {} if args.max_episode_steps is None else {"max_episode_steps": args.max_episode_steps}
     envs = GenesisVectorEnv(
-        args.num_envs, args.task, backend=args.backend, num_workers=args.num_workers, seed=args.seed,
-        output="numpy", autoreset_mode=AutoresetMode.NEXT_STEP, task_kwargs=task_kwargs,
+        args.num_envs,
+        args.task,
+        backend=args.backend,
+        num_workers=args.num_workers,
+        seed=args.seed,
+        output="numpy",
+        autoreset_mode=AutoresetMode.NEXT_STEP,
+        task_kwargs=task_kwargs,
     )
     if raw_wrapper is not None:
         envs = raw_wrapper(envs)
@@ -210,8 +217,9 @@ def _summary_writer(args: Args, run_name: str):
         print("note: tensorboard is not installed; logging to stdout only (pip install tensorboard)")
         return None
     writer = SummaryWriter(f"runs/{run_name}")
-    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(
-        f"|{key}|{value}|" for key, value in vars(args).items()))
+    writer.add_text(
+        "hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
+    )
     return writer
 
 
@@ -245,8 +253,8 @@ def train(args: Args, raw_wrapper: Callable | None = None, envs: gym.vector.Vect
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
         # ALGO Logic: Storage setup
-        obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape).to(device)
-        actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
+        obs = torch.zeros((args.num_steps, args.num_envs, *envs.single_observation_space.shape)).to(device)
+        actions = torch.zeros((args.num_steps, args.num_envs, *envs.single_action_space.shape)).to(device)
         logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
         rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
         terminations = torch.zeros((args.num_steps, args.num_envs)).to(device)
@@ -293,8 +301,9 @@ def train(args: Args, raw_wrapper: Callable | None = None, envs: gym.vector.Vect
                     for index in np.flatnonzero(infos["_episode"]):
                         episodic_return = float(infos["episode"]["r"][index])
                         episodic_length = int(infos["episode"]["l"][index])
-                        episodes.append({"global_step": global_step, "env": int(index), "r": episodic_return,
-                                         "l": episodic_length})
+                        episodes.append(
+                            {"global_step": global_step, "env": int(index), "r": episodic_return, "l": episodic_length}
+                        )
                         if writer is not None:
                             writer.add_scalar("charts/episodic_return", episodic_return, global_step)
                             writer.add_scalar("charts/episodic_length", episodic_length, global_step)
@@ -312,9 +321,9 @@ def train(args: Args, raw_wrapper: Callable | None = None, envs: gym.vector.Vect
                 returns = advantages + values
 
             # flatten the batch; reset steps (valid == 0) are not transitions and stay out of the loss
-            b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+            b_obs = obs.reshape((-1, *envs.single_observation_space.shape))
             b_logprobs = logprobs.reshape(-1)
-            b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+            b_actions = actions.reshape((-1, *envs.single_action_space.shape))
             b_advantages = advantages.reshape(-1)
             b_returns = returns.reshape(-1)
             b_values = values.reshape(-1)
@@ -322,7 +331,7 @@ def train(args: Args, raw_wrapper: Callable | None = None, envs: gym.vector.Vect
 
             # Optimizing the policy and value network
             clipfracs = []
-            for epoch in range(args.update_epochs):
+            for _epoch in range(args.update_epochs):
                 np.random.shuffle(b_valid_inds)
                 for mb_inds in np.array_split(b_valid_inds, args.num_minibatches):
                     if len(mb_inds) == 0:
@@ -377,9 +386,11 @@ def train(args: Args, raw_wrapper: Callable | None = None, envs: gym.vector.Vect
             explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
             sps = int(global_step / (time.time() - start_time))
             recent = [episode["r"] for episode in episodes[-20:]]
-            print(f"iteration {iteration}/{args.num_iterations} global_step={global_step} SPS={sps} "
-                  f"episodes={len(episodes)} mean_return(last 20)={np.mean(recent) if recent else float('nan'):.2f}",
-                  flush=True)
+            print(
+                f"iteration {iteration}/{args.num_iterations} global_step={global_step} SPS={sps} "
+                f"episodes={len(episodes)} mean_return(last 20)={np.mean(recent) if recent else float('nan'):.2f}",
+                flush=True,
+            )
 
             # TRY NOT TO MODIFY: record rewards for plotting purposes
             if writer is not None:

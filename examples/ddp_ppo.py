@@ -78,17 +78,50 @@ RANK_REPORT = "rank{rank}.json"
 # -- arguments -------------------------------------------------------------------------------------------------------
 
 
-HONORED_OPTIONS = frozenset({
-    "task", "num_envs", "num_workers", "backend", "task_kwargs", "performance_mode", "seed", "total_timesteps",
-    "max_train_time", "out_dir", "torch_threads", "random_steps", "return_window", "log_every", "num_steps",
-    "learning_rate", "lr_schedule", "anneal_lr", "desired_kl", "gamma", "gae_lambda", "num_minibatches",
-    "update_epochs", "norm_adv", "clip_coef", "clip_vloss", "ent_coef", "vf_coef", "max_grad_norm", "target_kl",
-    "norm_obs", "norm_reward", "hidden_size", "hidden_sizes", "activation", "init_log_std",
-})
+HONORED_OPTIONS = frozenset(
+    {
+        "task",
+        "num_envs",
+        "num_workers",
+        "backend",
+        "task_kwargs",
+        "performance_mode",
+        "seed",
+        "total_timesteps",
+        "max_train_time",
+        "out_dir",
+        "torch_threads",
+        "random_steps",
+        "return_window",
+        "log_every",
+        "num_steps",
+        "learning_rate",
+        "lr_schedule",
+        "anneal_lr",
+        "desired_kl",
+        "gamma",
+        "gae_lambda",
+        "num_minibatches",
+        "update_epochs",
+        "norm_adv",
+        "clip_coef",
+        "clip_vloss",
+        "ent_coef",
+        "vf_coef",
+        "max_grad_norm",
+        "target_kl",
+        "norm_obs",
+        "norm_reward",
+        "hidden_size",
+        "hidden_sizes",
+        "activation",
+        "init_log_std",
+    }
+)
 """``train_ppo.py`` options (argparse dests) that this script implements."""
 REFUSED_OPTIONS: dict[str, str] = {
     "eval_steps": "it does not evaluate after training; load its checkpoint.pt with train_ppo.load_checkpoint and "
-                  "run train_ppo.evaluate",
+    "run train_ppo.evaluate",
 }
 """``train_ppo.py`` options this script does not implement, with the reason: an error unless left at the default."""
 
@@ -103,12 +136,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.description = __doc__.split("\n\n")[0]
     p.set_defaults(num_workers=None, random_steps=0, eval_steps=0)
     d = p.add_argument_group("distributed (--num-envs is per rank, --total-timesteps over all ranks)")
-    d.add_argument("--gpus-per-rank", type=int, default=1,
-                   help="GPUs of each rank, stepped by that many env workers (GPU backend)")
-    d.add_argument("--dist-backend", choices=("nccl", "gloo"), default=None,
-                   help="process group backend; default nccl when the env is on a GPU, else gloo")
-    d.add_argument("--fail-rank", type=int, default=None,
-                   help="debug: this rank raises RuntimeError after its first PPO update")
+    d.add_argument(
+        "--gpus-per-rank", type=int, default=1, help="GPUs of each rank, stepped by that many env workers (GPU backend)"
+    )
+    d.add_argument(
+        "--dist-backend",
+        choices=("nccl", "gloo"),
+        default=None,
+        help="process group backend; default nccl when the env is on a GPU, else gloo",
+    )
+    d.add_argument(
+        "--fail-rank", type=int, default=None, help="debug: this rank raises RuntimeError after its first PPO update"
+    )
     return p
 
 
@@ -227,16 +266,23 @@ def train(args: argparse.Namespace, info: RankInfo, env_kwargs: dict[str, Any]) 
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     workers = {} if args.num_workers is None else {"num_workers": args.num_workers}
-    envs = GenesisVectorEnv(task=args.task, autoreset_mode=AutoresetMode.SAME_STEP, task_kwargs=args.task_kwargs,
-                            performance_mode=args.performance_mode, **workers, **env_kwargs)
+    envs = GenesisVectorEnv(
+        task=args.task,
+        autoreset_mode=AutoresetMode.SAME_STEP,
+        task_kwargs=args.task_kwargs,
+        performance_mode=args.performance_mode,
+        **workers,
+        **env_kwargs,
+    )
     try:
         return _train(args, info, env_kwargs["seed"], envs, out_dir, start)
     finally:
         envs.close()
 
 
-def _train(args: argparse.Namespace, info: RankInfo, env_seed: int, envs: GenesisVectorEnv, out_dir: Path,
-           start: float) -> dict[str, Any]:
+def _train(
+    args: argparse.Namespace, info: RankInfo, env_seed: int, envs: GenesisVectorEnv, out_dir: Path, start: float
+) -> dict[str, Any]:
     device = envs.main_device
     num_envs, num_steps, world = envs.num_envs, args.num_steps, info.world_size
     obs_shape = envs.single_observation_space.shape
@@ -249,9 +295,12 @@ def _train(args: argparse.Namespace, info: RankInfo, env_seed: int, envs: Genesi
     num_iterations = max(1, args.total_timesteps // (world * batch_size))
     settings = {key: value for key, value in sorted(vars(args).items())}
     log(f"settings ({'preset ' + args.preset if args.preset else 'no preset'}): {json.dumps(settings)}")
-    log(f"{world} rank(s) x {args.task} x{num_envs} on {args.backend} ({envs.num_workers} worker(s) each), "
+    log(
+        f"{world} rank(s) x {args.task} x{num_envs} on {args.backend} ({envs.num_workers} worker(s) each), "
         f"rank 0 main device {device}, built in {time.perf_counter() - start:.1f}s; {num_iterations} iterations "
-        f"of {world * batch_size} env steps planned", flush=True)
+        f"of {world * batch_size} env steps planned",
+        flush=True,
+    )
 
     random_return = math.nan
     if args.random_steps > 0:
@@ -297,10 +346,16 @@ def _train(args: argparse.Namespace, info: RankInfo, env_seed: int, envs: Genesi
     stats: dict[str, float] = {}
     iterations_done = 0
     for iteration in range(1, num_iterations + 1):
-        if (iteration > 1 and args.max_train_time is not None
-                and time_is_up(time.perf_counter() - train_start, args.max_train_time, world)):
-            log(f"stopping after {iterations_done} of {num_iterations} iterations: --max-train-time "
-                f"{args.max_train_time:g}s reached", flush=True)
+        if (
+            iteration > 1
+            and args.max_train_time is not None
+            and time_is_up(time.perf_counter() - train_start, args.max_train_time, world)
+        ):
+            log(
+                f"stopping after {iterations_done} of {num_iterations} iterations: --max-train-time "
+                f"{args.max_train_time:g}s reached",
+                flush=True,
+            )
             break
         iterations_done = iteration
         if args.lr_schedule == "anneal":
@@ -335,12 +390,19 @@ def _train(args: argparse.Namespace, info: RankInfo, env_seed: int, envs: Genesi
             next_obs = obs_norm.normalize(raw_obs)
 
         with torch.no_grad():
-            advantages, returns = train_ppo.compute_gae(rewards_buf, values_buf, dones_buf, agent.get_value(next_obs),
-                                                        args.gamma, args.gae_lambda)
+            advantages, returns = train_ppo.compute_gae(
+                rewards_buf, values_buf, dones_buf, agent.get_value(next_obs), args.gamma, args.gae_lambda
+            )
 
         # -- PPO update: DDP averages the gradients of all ranks in backward() --------------------------------------
-        batch = (obs_buf.reshape(batch_size, *obs_shape), actions_buf.reshape(batch_size, *act_shape),
-                 logprobs_buf.reshape(-1), advantages.reshape(-1), returns.reshape(-1), values_buf.reshape(-1))
+        batch = (
+            obs_buf.reshape(batch_size, *obs_shape),
+            actions_buf.reshape(batch_size, *act_shape),
+            logprobs_buf.reshape(-1),
+            advantages.reshape(-1),
+            returns.reshape(-1),
+            values_buf.reshape(-1),
+        )
         b_means = means_buf.reshape(batch_size, *act_shape) if means_buf is not None else None
         old_log_std = agent.actor_logstd.detach().clone()  # the rollout policy's
         clipfracs = []
@@ -350,8 +412,9 @@ def _train(args: argparse.Namespace, info: RankInfo, env_seed: int, envs: Genesi
                 mb = order[begin : begin + minibatch_size]
                 if b_means is not None:  # train_ppo's KL-adaptive step, on the KL averaged over all ranks
                     with torch.no_grad():
-                        kl = train_ppo.gaussian_kl(b_means[mb], old_log_std, agent.actor_mean(batch[0][mb]),
-                                                   agent.actor_logstd).mean()
+                        kl = train_ppo.gaussian_kl(
+                            b_means[mb], old_log_std, agent.actor_mean(batch[0][mb]), agent.actor_logstd
+                        ).mean()
                     lr = synced_adaptive_lr(lr, kl, args.desired_kl, world)
                     optimizer.param_groups[0]["lr"] = lr
                 loss, pg_loss, v_loss, entropy, approx_kl, clipfrac = train_ppo.ppo_loss(
@@ -362,29 +425,48 @@ def _train(args: argparse.Namespace, info: RankInfo, env_seed: int, envs: Genesi
                 loss.backward()
                 nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
                 optimizer.step()
-            if args.target_kl is not None:  # every rank must stop at the same epoch: decide on the mean KL
-                if float(all_reduce_sum(approx_kl.detach().reshape(1))) / world > args.target_kl:
-                    break
+            # every rank must stop at the same epoch: decide on the mean KL
+            if (
+                args.target_kl is not None
+                and float(all_reduce_sum(approx_kl.detach().reshape(1))) / world > args.target_kl
+            ):
+                break
 
         if args.fail_rank == info.rank:
             raise RuntimeError(f"injected failure on rank {info.rank}")
 
         # -- logging: every rank takes part in the all-reduce, rank 0 prints ------------------------------------------
         now = time.perf_counter()
-        recent_returns, recent_lengths = tracker.last(args.return_window)
+        recent_returns, _recent_lengths = tracker.last(args.return_window)
         episodes = all_reduce_episode_stats(recent_returns.sum(), recent_returns.numel())
         sps = global_step / (now - train_start)
-        history.append({"iteration": iteration, "global_step": global_step, "time": now - train_start,
-                        "mean_return": episodes.mean_return, "sps": sps, "lr": lr})
+        history.append(
+            {
+                "iteration": iteration,
+                "global_step": global_step,
+                "time": now - train_start,
+                "mean_return": episodes.mean_return,
+                "sps": sps,
+                "lr": lr,
+            }
+        )
         if info.is_main and (now - last_log >= args.log_every or iteration == num_iterations):
             last_log = now
-            stats = {"pg_loss": pg_loss.item(), "v_loss": v_loss.item(), "entropy": entropy.item(),
-                     "approx_kl": float(approx_kl), "clipfrac": float(torch.stack(clipfracs).mean()),
-                     "std": agent.actor_logstd.exp().mean().item(), "lr": lr}
-            log(f"step {global_step:>9,} | {now - train_start:6.1f}s | SPS {sps:7.0f} (all ranks) | "
+            stats = {
+                "pg_loss": pg_loss.item(),
+                "v_loss": v_loss.item(),
+                "entropy": entropy.item(),
+                "approx_kl": float(approx_kl),
+                "clipfrac": float(torch.stack(clipfracs).mean()),
+                "std": agent.actor_logstd.exp().mean().item(),
+                "lr": lr,
+            }
+            log(
+                f"step {global_step:>9,} | {now - train_start:6.1f}s | SPS {sps:7.0f} (all ranks) | "
                 f"return {episodes.mean_return:7.2f} ({episodes.episodes} recent eps, all ranks) | "
                 f"v_loss {stats['v_loss']:.4f} kl {stats['approx_kl']:.4f} std {stats['std']:.3f} lr {lr:.1e}",
-                flush=True)
+                flush=True,
+            )
 
     train_time = time.perf_counter() - train_start
     final_returns, _ = tracker.last(args.return_window)
@@ -413,26 +495,45 @@ def _train(args: argparse.Namespace, info: RankInfo, env_seed: int, envs: Genesi
     (out_dir / RANK_REPORT.format(rank=info.rank)).write_text(json.dumps(report, indent=1))
     if info.is_main:
         checkpoint_path = out_dir / train_ppo.CHECKPOINT_NAME
-        torch.save({  # train_ppo's format: train_ppo.load_checkpoint reads it
-            "agent": agent.state_dict(),
-            "obs_normalizer": obs_norm.state_dict(),
-            "obs_clip": obs_norm.clip,
-            "obs_norm": obs_norm.enabled,
-            "args": vars(args),
+        torch.save(
+            {  # train_ppo's format: train_ppo.load_checkpoint reads it
+                "agent": agent.state_dict(),
+                "obs_normalizer": obs_norm.state_dict(),
+                "obs_clip": obs_norm.clip,
+                "obs_norm": obs_norm.enabled,
+                "args": vars(args),
+                "global_step": global_step,
+                "obs_shape": tuple(obs_shape),
+                "act_shape": tuple(act_shape),
+                "world_size": world,
+            },
+            checkpoint_path,
+        )
+        metrics = {
+            "task": args.task,
+            "preset": args.preset,
+            "args": settings,
+            "iterations": iterations_done,
+            "planned_iterations": num_iterations,
+            "final_lr": lr,
+            "random_return": random_return,
+            "final_return": final.mean_return,
+            "final_episodes": final.episodes,
+            "sps": sps,
             "global_step": global_step,
-            "obs_shape": tuple(obs_shape),
-            "act_shape": tuple(act_shape),
             "world_size": world,
-        }, checkpoint_path)
-        metrics = {"task": args.task, "preset": args.preset, "args": settings, "iterations": iterations_done,
-                   "planned_iterations": num_iterations, "final_lr": lr,
-                   "random_return": random_return, "final_return": final.mean_return,
-                   "final_episodes": final.episodes, "sps": sps, "global_step": global_step, "world_size": world,
-                   "train_time": train_time, "wall_time": time.perf_counter() - start,
-                   "checkpoint": str(checkpoint_path), "last_stats": stats, "history": history}
+            "train_time": train_time,
+            "wall_time": time.perf_counter() - start,
+            "checkpoint": str(checkpoint_path),
+            "last_stats": stats,
+            "history": history,
+        }
         (out_dir / train_ppo.METRICS_NAME).write_text(json.dumps(metrics, indent=1))
-        log(f"trained {global_step:,} steps over {world} rank(s) in {train_time:.1f}s ({sps:.0f} SPS); final mean "
-            f"return {final.mean_return:.2f} over {final.episodes} episodes; outputs in {out_dir}", flush=True)
+        log(
+            f"trained {global_step:,} steps over {world} rank(s) in {train_time:.1f}s ({sps:.0f} SPS); final mean "
+            f"return {final.mean_return:.2f} over {final.episodes} episodes; outputs in {out_dir}",
+            flush=True,
+        )
     return report
 
 
@@ -450,8 +551,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     info = rank_info()
     if args.fail_rank is not None and not 0 <= args.fail_rank < info.world_size:
         raise ValueError(f"--fail-rank: expected a rank in [0, {info.world_size}), got {args.fail_rank}")
-    env_kwargs = vector_env_kwargs(info, args.num_envs, args.seed, backend=args.backend,
-                                   gpus_per_rank=args.gpus_per_rank)
+    env_kwargs = vector_env_kwargs(
+        info, args.num_envs, args.seed, backend=args.backend, gpus_per_rank=args.gpus_per_rank
+    )
     if env_kwargs["backend"] == "gpu":
         torch.cuda.set_device(torch.device(env_kwargs["main_device"]))
     init_process_group(info, args.dist_backend or default_dist_backend(env_kwargs["main_device"]))

@@ -129,41 +129,78 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
     env = p.add_argument_group("environment")
-    env.add_argument("--task", default="go2-walk" if torch.cuda.is_available() else "cartpole",
-                     help=f"registered gs_gym task name; presets change the defaults for {sorted(TASK_PRESETS)}")
+    env.add_argument(
+        "--task",
+        default="go2-walk" if torch.cuda.is_available() else "cartpole",
+        help=f"registered gs_gym task name; presets change the defaults for {sorted(TASK_PRESETS)}",
+    )
     env.add_argument("--num-envs", type=int, default=64)
     env.add_argument("--num-workers", type=int, default=1, help="worker processes (0 runs the task in-process)")
-    env.add_argument("--backend", choices=("gpu", "cpu"), default=None,
-                     help="default: gpu if torch.cuda.is_available() else cpu")
-    env.add_argument("--task-kwargs", type=_json_dict, default={},
-                     help='task config overrides as JSON, e.g. \'{"max_episode_steps": 200}\' (merged over the '
-                          "preset's task options)")
-    env.add_argument("--performance-mode", type=_bool, default=False,
-                     help="Genesis performance_mode (faster stepping, longer first build)")
+    env.add_argument(
+        "--backend", choices=("gpu", "cpu"), default=None, help="default: gpu if torch.cuda.is_available() else cpu"
+    )
+    env.add_argument(
+        "--task-kwargs",
+        type=_json_dict,
+        default={},
+        help="task config overrides as JSON, e.g. '{\"max_episode_steps\": 200}' (merged over the "
+        "preset's task options)",
+    )
+    env.add_argument(
+        "--performance-mode",
+        type=_bool,
+        default=False,
+        help="Genesis performance_mode (faster stepping, longer first build)",
+    )
     run = p.add_argument_group("run")
     run.add_argument("--seed", type=int, default=1)
     run.add_argument("--total-timesteps", type=int, default=600_000, help="env steps summed over all envs")
-    run.add_argument("--max-train-time", type=float, default=None,
-                     help="seconds: start no new iteration after this much training time (the evaluation and the "
-                          "outputs still follow); default: no limit")
+    run.add_argument(
+        "--max-train-time",
+        type=float,
+        default=None,
+        help="seconds: start no new iteration after this much training time (the evaluation and the "
+        "outputs still follow); default: no limit",
+    )
     run.add_argument("--out-dir", default=None, help="default: runs/<task>-<seed>")
-    run.add_argument("--torch-threads", type=int, default=1,
-                     help="intra-op threads of this process (the env worker needs the other cores)")
-    run.add_argument("--random-steps", type=int, default=300,
-                     help="steps of uniform random actions (per env) used to measure the random-policy baseline")
-    run.add_argument("--eval-steps", type=int, default=200,
-                     help="steps (per env) of the deterministic policy after training, from a fresh reset (0: none)")
-    run.add_argument("--return-window", type=int, default=100,
-                     help="episodes averaged for the logged and the final mean return")
+    run.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="intra-op threads of this process (the env worker needs the other cores)",
+    )
+    run.add_argument(
+        "--random-steps",
+        type=int,
+        default=300,
+        help="steps of uniform random actions (per env) used to measure the random-policy baseline",
+    )
+    run.add_argument(
+        "--eval-steps",
+        type=int,
+        default=200,
+        help="steps (per env) of the deterministic policy after training, from a fresh reset (0: none)",
+    )
+    run.add_argument(
+        "--return-window", type=int, default=100, help="episodes averaged for the logged and the final mean return"
+    )
     run.add_argument("--log-every", type=float, default=5.0, help="seconds between progress lines")
     ppo = p.add_argument_group("PPO")
     ppo.add_argument("--num-steps", type=int, default=32, help="rollout length per env per iteration")
     ppo.add_argument("--learning-rate", type=float, default=1e-3, help="the (initial) learning rate")
-    ppo.add_argument("--lr-schedule", choices=LR_SCHEDULES, default=None,
-                     help="anneal: linearly to 0; adaptive: from the KL to the rollout policy (see --desired-kl); "
-                          "constant. Default: anneal if --anneal-lr else constant")
-    ppo.add_argument("--anneal-lr", type=_bool, default=True,
-                     help="linearly anneal the learning rate to 0 (when --lr-schedule is not given)")
+    ppo.add_argument(
+        "--lr-schedule",
+        choices=LR_SCHEDULES,
+        default=None,
+        help="anneal: linearly to 0; adaptive: from the KL to the rollout policy (see --desired-kl); "
+        "constant. Default: anneal if --anneal-lr else constant",
+    )
+    ppo.add_argument(
+        "--anneal-lr",
+        type=_bool,
+        default=True,
+        help="linearly anneal the learning rate to 0 (when --lr-schedule is not given)",
+    )
     ppo.add_argument("--desired-kl", type=float, default=0.01, help="KL target of --lr-schedule adaptive")
     ppo.add_argument("--gamma", type=float, default=0.99)
     ppo.add_argument("--gae-lambda", type=float, default=0.95)
@@ -177,12 +214,19 @@ def build_parser() -> argparse.ArgumentParser:
     ppo.add_argument("--max-grad-norm", type=float, default=0.5)
     ppo.add_argument("--target-kl", type=float, default=None, help="stop an update's epochs early above this KL")
     ppo.add_argument("--norm-obs", type=_bool, default=True, help="normalize observations by running mean and std")
-    ppo.add_argument("--norm-reward", type=_bool, default=True,
-                     help="scale rewards by the running std of the discounted return")
-    ppo.add_argument("--hidden-size", type=int, default=64,
-                     help="width of the two hidden layers when --hidden-sizes is not given")
-    ppo.add_argument("--hidden-sizes", type=int, nargs="+", default=None,
-                     help="hidden layer widths of the actor and of the critic, e.g. 512 256 128")
+    ppo.add_argument(
+        "--norm-reward", type=_bool, default=True, help="scale rewards by the running std of the discounted return"
+    )
+    ppo.add_argument(
+        "--hidden-size", type=int, default=64, help="width of the two hidden layers when --hidden-sizes is not given"
+    )
+    ppo.add_argument(
+        "--hidden-sizes",
+        type=int,
+        nargs="+",
+        default=None,
+        help="hidden layer widths of the actor and of the critic, e.g. 512 256 128",
+    )
     ppo.add_argument("--activation", choices=tuple(ACTIVATIONS), default="tanh", help="hidden-layer activation")
     ppo.add_argument("--init-log-std", type=float, default=0.0, help="initial log-std of the action noise")
     return p
@@ -231,9 +275,7 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
         parser.error(f"--desired-kl must be > 0, got {args.desired_kl}")
     batch = args.num_envs * args.num_steps
     if batch % args.num_minibatches:
-        parser.error(
-            f"num_envs * num_steps ({batch}) must be divisible by num_minibatches ({args.num_minibatches})"
-        )
+        parser.error(f"num_envs * num_steps ({batch}) must be divisible by num_minibatches ({args.num_minibatches})")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -355,8 +397,14 @@ class Agent(nn.Module):
     ``hidden``: the hidden widths (an int ``h`` means ``(h, h)``); ``activation``: a key of ``ACTIVATIONS``.
     """
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden: int | Sequence[int] = 64, init_log_std: float = 0.0,
-                 activation: str = "tanh") -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden: int | Sequence[int] = 64,
+        init_log_std: float = 0.0,
+        activation: str = "tanh",
+    ) -> None:
         super().__init__()
         sizes = (hidden, hidden) if isinstance(hidden, int) else tuple(hidden)
         if not sizes or any(not isinstance(w, int) or w < 1 for w in sizes):
@@ -380,8 +428,14 @@ class Agent(nn.Module):
 # -- PPO math --------------------------------------------------------------------------------------------------------
 
 
-def compute_gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, next_value: torch.Tensor,
-                gamma: float, gae_lambda: float) -> tuple[torch.Tensor, torch.Tensor]:
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    dones: torch.Tensor,
+    next_value: torch.Tensor,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Advantages and returns of a ``(num_steps, num_envs)`` rollout; ``dones[t]``: the obs after step t is new.
 
     ``next_value`` is the value of the observation after the last step; call under ``torch.no_grad()``.
@@ -397,8 +451,9 @@ def compute_gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor
     return advantages, advantages + values
 
 
-def gaussian_kl(mean_old: torch.Tensor, log_std_old: torch.Tensor, mean_new: torch.Tensor,
-                log_std_new: torch.Tensor) -> torch.Tensor:
+def gaussian_kl(
+    mean_old: torch.Tensor, log_std_old: torch.Tensor, mean_new: torch.Tensor, log_std_new: torch.Tensor
+) -> torch.Tensor:
     """``KL(old || new)`` of diagonal Gaussians, summed over the last dimension (inputs broadcast)."""
     var_ratio = torch.exp(2.0 * (log_std_old - log_std_new))
     mean_term = (mean_old - mean_new).square() * torch.exp(-2.0 * log_std_new)
@@ -420,8 +475,16 @@ def annealed_lr(lr: float, iteration: int, num_iterations: int) -> float:
     return lr * (1.0 - (iteration - 1.0) / num_iterations)
 
 
-def ppo_loss(policy, args: argparse.Namespace, obs: torch.Tensor, actions: torch.Tensor, logprobs: torch.Tensor,
-             advantages: torch.Tensor, returns: torch.Tensor, values: torch.Tensor):
+def ppo_loss(
+    policy,
+    args: argparse.Namespace,
+    obs: torch.Tensor,
+    actions: torch.Tensor,
+    logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    values: torch.Tensor,
+):
     """Clipped PPO loss of one minibatch; ``(loss, pg_loss, v_loss, entropy, approx_kl, clipfrac)``.
 
     ``policy(obs, actions)`` returns ``Agent.get_action_and_value``'s tuple (the agent's method, or a DDP module
@@ -535,7 +598,9 @@ def task_metrics(envs) -> dict[str, float]:
     if not per_worker or not per_worker[0]:
         return {}
     total = sum(counts)
-    return {key: sum(float(m[key]) * c for m, c in zip(per_worker, counts)) / total for key in per_worker[0]}
+    return {
+        key: sum(float(m[key]) * c for m, c in zip(per_worker, counts, strict=True)) / total for key in per_worker[0]
+    }
 
 
 def _average(rows: list[dict[str, float]]) -> dict[str, float]:
@@ -545,8 +610,9 @@ def _average(rows: list[dict[str, float]]) -> dict[str, float]:
     return {key: sum(row[key] for row in rows) / len(rows) for key in rows[0] if key != "step"}
 
 
-def evaluate(envs, agent: Agent, obs_norm: ObsNormalizer, steps: int, seed: int,
-             with_metrics: bool = True) -> dict[str, Any]:
+def evaluate(
+    envs, agent: Agent, obs_norm: ObsNormalizer, steps: int, seed: int, with_metrics: bool = True
+) -> dict[str, Any]:
     """Run the deterministic policy (the action mean) for ``steps`` steps from ``envs.reset(seed=seed)``.
 
     Returns the mean reward per env step and per env over the window, the episodes that ended in it (their mean
@@ -619,9 +685,11 @@ def summary_line(task: str, evaluation: dict[str, Any] | None, final_return: flo
             if key == "forward_vel" and command is not None:
                 text += f" (command {command:.2f})"
             parts.append(text)
-        parts.append(f"{evaluation['terminated']} terminations in the {evaluation['steps']}-step deterministic "
-                     f"evaluation x {evaluation['num_envs']} envs (metrics: mean over its last "
-                     f"{evaluation['steps'] - evaluation['last_half_from_step'] + 1} steps)")
+        parts.append(
+            f"{evaluation['terminated']} terminations in the {evaluation['steps']}-step deterministic "
+            f"evaluation x {evaluation['num_envs']} envs (metrics: mean over its last "
+            f"{evaluation['steps'] - evaluation['last_half_from_step'] + 1} steps)"
+        )
     parts.append(f"training return {final_return:.2f} (random policy {random_return:.2f})")
     return f"{task}: " + ", ".join(parts)
 
@@ -629,8 +697,13 @@ def summary_line(task: str, evaluation: dict[str, Any] | None, final_return: flo
 # -- outputs ---------------------------------------------------------------------------------------------------------
 
 
-def save_plot(history: list[dict[str, Any]], random_return: float, title: str, path: Path,
-              evaluation: dict[str, Any] | None = None) -> Path | None:
+def save_plot(
+    history: list[dict[str, Any]],
+    random_return: float,
+    title: str,
+    path: Path,
+    evaluation: dict[str, Any] | None = None,
+) -> Path | None:
     """The learning curve; with task metrics in ``history``, a second panel of them against env steps (the
     evaluation's last-half means as markers at the end)."""
     try:
@@ -665,8 +738,11 @@ def save_plot(history: list[dict[str, Any]], random_return: float, title: str, p
                 ax.plot([steps[-1]], [final[key]], marker="x", markersize=9, color=line.get_color())
         ax.set_xlabel("env steps")
         ax.set_ylabel("task metrics (mean over envs)")
-        ax.set_title("task metrics after each iteration (x: deterministic evaluation)" if final else
-                     "task metrics after each iteration")
+        ax.set_title(
+            "task metrics after each iteration (x: deterministic evaluation)"
+            if final
+            else "task metrics after each iteration"
+        )
         ax.grid(alpha=0.3)
         ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
@@ -725,14 +801,18 @@ def _train(args: argparse.Namespace, envs, out_dir: Path, start: float) -> dict[
     build_time = time.perf_counter() - start
     settings = {key: value for key, value in sorted(vars(args).items())}
     print(f"settings ({'preset ' + args.preset if args.preset else 'no preset'}): {json.dumps(settings)}")
-    print(f"env: {args.task} x{num_envs} on {args.backend} ({args.num_workers} worker(s)), main device {device}, "
-          f"built in {build_time:.1f}s")
+    print(
+        f"env: {args.task} x{num_envs} on {args.backend} ({args.num_workers} worker(s)), main device {device}, "
+        f"built in {build_time:.1f}s"
+    )
 
     random_start = time.perf_counter()
     random_return, random_episodes = measure_random_policy(envs, args.random_steps, args.seed)
     random_time = time.perf_counter() - random_start
-    print(f"random policy: mean return {random_return:.2f} over {random_episodes} episodes "
-          f"({args.random_steps} steps x {num_envs} envs, {random_time:.1f}s)")
+    print(
+        f"random policy: mean return {random_return:.2f} over {random_episodes} episodes "
+        f"({args.random_steps} steps x {num_envs} envs, {random_time:.1f}s)"
+    )
 
     agent = Agent(obs_shape[0], act_shape[0], args.hidden_sizes, args.init_log_std, args.activation).to(device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
@@ -772,8 +852,11 @@ def _train(args: argparse.Namespace, envs, out_dir: Path, start: float) -> dict[
     for iteration in range(1, num_iterations + 1):
         elapsed = time.perf_counter() - train_start
         if iteration > 1 and args.max_train_time is not None and elapsed >= args.max_train_time:
-            print(f"stopping after {iterations_done} of {num_iterations} iterations: --max-train-time "
-                  f"{args.max_train_time:g}s reached", flush=True)
+            print(
+                f"stopping after {iterations_done} of {num_iterations} iterations: --max-train-time "
+                f"{args.max_train_time:g}s reached",
+                flush=True,
+            )
             break
         iterations_done = iteration
         if args.lr_schedule == "anneal":
@@ -815,8 +898,9 @@ def _train(args: argparse.Namespace, envs, out_dir: Path, start: float) -> dict[
 
         # -- GAE --------------------------------------------------------------------------------------------------
         with torch.no_grad():
-            advantages, returns = compute_gae(rewards_buf, values_buf, dones_buf, agent.get_value(next_obs),
-                                              args.gamma, args.gae_lambda)
+            advantages, returns = compute_gae(
+                rewards_buf, values_buf, dones_buf, agent.get_value(next_obs), args.gamma, args.gae_lambda
+            )
 
         # -- PPO update -------------------------------------------------------------------------------------------
         b_obs = obs_buf.reshape(batch_size, *obs_shape)
@@ -839,8 +923,14 @@ def _train(args: argparse.Namespace, envs, out_dir: Path, start: float) -> dict[
                     lr = adaptive_lr(lr, float(kl), args.desired_kl)
                     optimizer.param_groups[0]["lr"] = lr
                 loss, pg_loss, v_loss, entropy_loss, approx_kl, clipfrac = ppo_loss(
-                    agent.get_action_and_value, args, b_obs[mb], b_actions[mb], b_logprobs[mb], b_advantages[mb],
-                    b_returns[mb], b_values[mb],
+                    agent.get_action_and_value,
+                    args,
+                    b_obs[mb],
+                    b_actions[mb],
+                    b_logprobs[mb],
+                    b_advantages[mb],
+                    b_returns[mb],
+                    b_values[mb],
                 )
                 clipfracs.append(clipfrac)
                 optimizer.zero_grad()
@@ -858,48 +948,77 @@ def _train(args: argparse.Namespace, envs, out_dir: Path, start: float) -> dict[
         recent_returns, recent_lengths = tracker.last(args.return_window)
         mean_return = _mean(recent_returns)
         sps = global_step / (now - train_start)
-        entry: dict[str, Any] = {"iteration": iteration, "global_step": global_step, "time": now - train_start,
-                                 "mean_return": mean_return, "sps": sps, "lr": lr}
+        entry: dict[str, Any] = {
+            "iteration": iteration,
+            "global_step": global_step,
+            "time": now - train_start,
+            "mean_return": mean_return,
+            "sps": sps,
+            "lr": lr,
+        }
         if metrics:
             entry["task_metrics"] = metrics
         history.append(entry)
         if now - last_log >= args.log_every or iteration == num_iterations:
             last_log = now
-            partial = {"complete": False, "task": args.task, "preset": args.preset, "args": settings,
-                       "random_return": random_return, "global_step": global_step, "train_time": now - train_start,
-                       "rollout_time": rollout_time, "update_time": update_time, "history": history}
+            partial = {
+                "complete": False,
+                "task": args.task,
+                "preset": args.preset,
+                "args": settings,
+                "random_return": random_return,
+                "global_step": global_step,
+                "train_time": now - train_start,
+                "rollout_time": rollout_time,
+                "update_time": update_time,
+                "history": history,
+            }
             (out_dir / METRICS_NAME).write_text(json.dumps(partial, indent=1))  # survives a killed run
             with torch.no_grad():
                 y_var = b_returns.var()
                 explained = float("nan") if y_var == 0 else float(1 - (b_returns - b_values).var() / y_var)
-            stats = {"pg_loss": pg_loss.item(), "v_loss": v_loss.item(), "entropy": entropy_loss.item(),
-                     "approx_kl": float(approx_kl), "clipfrac": float(torch.stack(clipfracs).mean()),
-                     "explained_var": explained, "std": agent.actor_logstd.exp().mean().item(), "lr": lr}
-            line = (f"step {global_step:>9,} | {now - train_start:6.1f}s | SPS {sps:7.0f} | "
-                    f"return {mean_return:7.2f} (len {_mean(recent_lengths):5.1f}, {tracker.count()} eps) | "
-                    f"v_loss {stats['v_loss']:.4f} kl {stats['approx_kl']:.4f} std {stats['std']:.3f} "
-                    f"ev {stats['explained_var']:.2f} lr {lr:.1e}")
+            stats = {
+                "pg_loss": pg_loss.item(),
+                "v_loss": v_loss.item(),
+                "entropy": entropy_loss.item(),
+                "approx_kl": float(approx_kl),
+                "clipfrac": float(torch.stack(clipfracs).mean()),
+                "explained_var": explained,
+                "std": agent.actor_logstd.exp().mean().item(),
+                "lr": lr,
+            }
+            line = (
+                f"step {global_step:>9,} | {now - train_start:6.1f}s | SPS {sps:7.0f} | "
+                f"return {mean_return:7.2f} (len {_mean(recent_lengths):5.1f}, {tracker.count()} eps) | "
+                f"v_loss {stats['v_loss']:.4f} kl {stats['approx_kl']:.4f} std {stats['std']:.3f} "
+                f"ev {stats['explained_var']:.2f} lr {lr:.1e}"
+            )
             print(line + (f" | {_format_metrics(metrics)}" if metrics else ""), flush=True)
 
     train_time = time.perf_counter() - train_start
     final_returns, final_lengths = tracker.last(args.return_window)
     final_return = _mean(final_returns)
     sps = global_step / train_time
-    print(f"trained {global_step:,} steps in {train_time:.1f}s ({sps:.0f} SPS; rollout {rollout_time:.1f}s = "
-          f"{global_step / max(rollout_time, 1e-9):.0f} SPS, updates {update_time:.1f}s), {tracker.count()} episodes",
-          flush=True)
+    print(
+        f"trained {global_step:,} steps in {train_time:.1f}s ({sps:.0f} SPS; rollout {rollout_time:.1f}s = "
+        f"{global_step / max(rollout_time, 1e-9):.0f} SPS, updates {update_time:.1f}s), {tracker.count()} episodes",
+        flush=True,
+    )
 
     checkpoint_path = out_dir / CHECKPOINT_NAME
-    torch.save({
-        "agent": agent.state_dict(),
-        "obs_normalizer": obs_norm.state_dict(),
-        "obs_clip": obs_norm.clip,
-        "obs_norm": obs_norm.enabled,
-        "args": vars(args),
-        "global_step": global_step,
-        "obs_shape": tuple(obs_shape),
-        "act_shape": tuple(act_shape),
-    }, checkpoint_path)
+    torch.save(
+        {
+            "agent": agent.state_dict(),
+            "obs_normalizer": obs_norm.state_dict(),
+            "obs_clip": obs_norm.clip,
+            "obs_norm": obs_norm.enabled,
+            "args": vars(args),
+            "global_step": global_step,
+            "obs_shape": tuple(obs_shape),
+            "act_shape": tuple(act_shape),
+        },
+        checkpoint_path,
+    )
 
     evaluation = None
     eval_time = 0.0
@@ -908,10 +1027,13 @@ def _train(args: argparse.Namespace, envs, out_dir: Path, start: float) -> dict[
         evaluation = evaluate(envs, agent, obs_norm, args.eval_steps, args.seed, with_metrics=has_metrics)
         eval_time = time.perf_counter() - eval_start
         extra = _format_metrics(evaluation["task_metrics_last_half"])
-        print(f"evaluation ({args.eval_steps} steps x {num_envs} envs, deterministic, {eval_time:.1f}s): "
-              f"reward/step {evaluation['mean_reward_per_step']:.4f}, {evaluation['episodes']} episodes ended "
-              f"({evaluation['terminated']} terminated), mean return {evaluation['mean_return']:.2f}"
-              + (f" | last half: {extra}" if extra else ""), flush=True)
+        print(
+            f"evaluation ({args.eval_steps} steps x {num_envs} envs, deterministic, {eval_time:.1f}s): "
+            f"reward/step {evaluation['mean_reward_per_step']:.4f}, {evaluation['episodes']} episodes ended "
+            f"({evaluation['terminated']} terminated), mean return {evaluation['mean_return']:.2f}"
+            + (f" | last half: {extra}" if extra else ""),
+            flush=True,
+        )
 
     title = f"PPO on {args.task} ({num_envs} envs, {args.backend}, seed {args.seed})"
     plot_path = save_plot(history, random_return, title, out_dir / PLOT_NAME, evaluation)
@@ -951,10 +1073,14 @@ def _train(args: argparse.Namespace, envs, out_dir: Path, start: float) -> dict[
         "history": history,
     }
     (out_dir / METRICS_NAME).write_text(json.dumps(result, indent=1))
-    print(f"wall time {result['wall_time']:.1f}s (build {build_time:.1f}s, random policy {random_time:.1f}s, "
-          f"training {train_time:.1f}s, evaluation {eval_time:.1f}s); outputs in {out_dir}")
-    print(f"final mean return over last {result['final_episodes']} episodes: {final_return:.2f} "
-          f"(random policy: {random_return:.2f})")
+    print(
+        f"wall time {result['wall_time']:.1f}s (build {build_time:.1f}s, random policy {random_time:.1f}s, "
+        f"training {train_time:.1f}s, evaluation {eval_time:.1f}s); outputs in {out_dir}"
+    )
+    print(
+        f"final mean return over last {result['final_episodes']} episodes: {final_return:.2f} "
+        f"(random policy: {random_return:.2f})"
+    )
     print(summary, flush=True)
     return result
 

@@ -63,8 +63,16 @@ class Timing:
     """How much ``probe()`` grew per timed step (e.g. the workers' busy seconds), over all repeats."""
 
 
-def time_steps(step: StepFn, num_envs: int, action_shape: tuple[int, ...], device: torch.device,
-               seconds: float, repeats: int, warmup: int = 20, probe: Callable[[], float] | None = None) -> Timing:
+def time_steps(
+    step: StepFn,
+    num_envs: int,
+    action_shape: tuple[int, ...],
+    device: torch.device,
+    seconds: float,
+    repeats: int,
+    warmup: int = 20,
+    probe: Callable[[], float] | None = None,
+) -> Timing:
     """Seconds per step for each of ``repeats`` runs of at least ``seconds`` with fresh random actions."""
     actions = torch.empty(num_envs, *action_shape, device=device)
     for _ in range(warmup):
@@ -104,16 +112,31 @@ def _raw_task(task_name: str, num_envs: int, backend: str, task_kwargs: dict[str
 
 
 def _vector_env(config: BenchConfig, task_name: str, num_envs: int, backend: str, task_kwargs: dict[str, Any]):
-    env = GenesisVectorEnv(num_envs, task_name, backend=backend, num_workers=config.workers, seed=0, copy=False,
-                           check_actions=False, host_buffers=config.host_buffers, task_kwargs=task_kwargs,
-                           verbose=False)
+    env = GenesisVectorEnv(
+        num_envs,
+        task_name,
+        backend=backend,
+        num_workers=config.workers,
+        seed=0,
+        copy=False,
+        check_actions=False,
+        host_buffers=config.host_buffers,
+        task_kwargs=task_kwargs,
+        verbose=False,
+    )
     env.reset(seed=0)
     return env.step, env.device, env.close, lambda: max(env.worker_busy_seconds)
 
 
-def run_benchmark(task: str, backend: str, n_envs: Sequence[int], configs: Sequence[BenchConfig],
-                  seconds: float = 1.0, repeats: int = 3,
-                  on_row: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+def run_benchmark(
+    task: str,
+    backend: str,
+    n_envs: Sequence[int],
+    configs: Sequence[BenchConfig],
+    seconds: float = 1.0,
+    repeats: int = 3,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
     """Measure every config at every ``n_envs``; returns the JSON-ready result (machine, settings, rows)."""
     task_kwargs = NO_EPISODE_ENDS.get(task, {})
     action_shape = resolve_task(task).spaces(resolve_task(task).make_config(**task_kwargs))[1].shape
@@ -131,21 +154,41 @@ def run_benchmark(task: str, backend: str, n_envs: Sequence[int], configs: Seque
             finally:
                 close()
             median = statistics.median(timing.seconds_per_step)
-            row = {"config": config.label, "workers": config.workers, "raw": config.raw, "n_envs": num_envs,
-                   "us_per_step": median * 1e6, "env_steps_per_s": num_envs / median,
-                   "repeats_us": [s * 1e6 for s in timing.seconds_per_step],
-                   "busy_us_per_step": None if timing.probe_per_step is None else timing.probe_per_step * 1e6}
+            row = {
+                "config": config.label,
+                "workers": config.workers,
+                "raw": config.raw,
+                "n_envs": num_envs,
+                "us_per_step": median * 1e6,
+                "env_steps_per_s": num_envs / median,
+                "repeats_us": [s * 1e6 for s in timing.seconds_per_step],
+                "busy_us_per_step": None if timing.probe_per_step is None else timing.probe_per_step * 1e6,
+            }
             rows.append(row)
             if on_row is not None:
                 on_row(row)
-    return {"machine": machine_description(backend), "task": task, "backend": backend,
-            "settings": {"seconds": seconds, "repeats": repeats, "copy": False, "check_actions": False,
-                         "task_kwargs": task_kwargs}, "rows": rows}
+    return {
+        "machine": machine_description(backend),
+        "task": task,
+        "backend": backend,
+        "settings": {
+            "seconds": seconds,
+            "repeats": repeats,
+            "copy": False,
+            "check_actions": False,
+            "task_kwargs": task_kwargs,
+        },
+        "rows": rows,
+    }
 
 
 def machine_description(backend: str) -> dict[str, Any]:
-    machine = {"python": platform.python_version(), "torch": torch.__version__, "cpu_count": os.cpu_count(),
-               "processor": platform.processor() or platform.machine()}
+    machine = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpu_count": os.cpu_count(),
+        "processor": platform.processor() or platform.machine(),
+    }
     if backend == "gpu" and torch.cuda.is_available():
         machine["gpu"] = torch.cuda.get_device_name(0)
     return machine
@@ -176,12 +219,20 @@ def plot(result: dict[str, Any], path: str) -> None:
     for label in dict.fromkeys(row["config"] for row in rows):
         points = sorted((r["n_envs"], r["env_steps_per_s"]) for r in rows if r["config"] == label)
         by_envs.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
-    by_envs.set(xscale="log", yscale="log", xlabel="n_envs", ylabel="env-steps/s", title=f"{result['task']}, "
-                f"{result['backend']} backend")
+    by_envs.set(
+        xscale="log",
+        yscale="log",
+        xlabel="n_envs",
+        ylabel="env-steps/s",
+        title=f"{result['task']}, {result['backend']} backend",
+    )
     by_envs.legend(fontsize=8)
     largest = max(row["n_envs"] for row in rows)
-    workers = sorted((r["workers"], r["env_steps_per_s"]) for r in rows
-                     if r["n_envs"] == largest and not r["raw"] and "host memory" not in r["config"])
+    workers = sorted(
+        (r["workers"], r["env_steps_per_s"])
+        for r in rows
+        if r["n_envs"] == largest and not r["raw"] and "host memory" not in r["config"]
+    )
     by_workers.plot([w for w, _ in workers], [s for _, s in workers], marker="o")
     by_workers.set(xlabel="worker processes (0 = in-process)", ylabel="env-steps/s", title=f"n_envs = {largest}")
     figure.tight_layout()

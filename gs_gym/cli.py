@@ -27,7 +27,7 @@ def _directory_size(path: Path) -> int:
 
 def collect_info() -> dict[str, Any]:
     """GPUs, package versions, the kernel cache and whether CUDA IPC can be used here."""
-    versions = {}
+    versions: dict[str, str | None] = {}
     for package in PACKAGES:
         try:
             versions[package] = metadata.version(package)
@@ -37,17 +37,27 @@ def collect_info() -> dict[str, Any]:
     if torch.cuda.is_available():
         for index in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(index)
-            gpus.append({"index": index, "name": props.name, "uuid": f"GPU-{props.uuid}",
-                         "memory_mib": props.total_memory // 2**20})
+            gpus.append(
+                {
+                    "index": index,
+                    "name": props.name,
+                    "uuid": f"GPU-{props.uuid}",
+                    "memory_mib": props.total_memory // 2**20,
+                }
+            )
     if not gpus:
         ipc = "no: torch sees no CUDA device (the CPU backend exchanges buffers through shared host memory)"
     elif sys.platform != "linux":
         ipc = f"no: CUDA IPC needs Linux, this is {sys.platform}"
     else:
         ipc = "yes"
-    return {"gpus": gpus, "versions": versions, "python": sys.version.split()[0],
-            "kernel_cache": {"path": str(KERNEL_CACHE), "bytes": _directory_size(KERNEL_CACHE)},
-            "cuda_ipc": ipc}
+    return {
+        "gpus": gpus,
+        "versions": versions,
+        "python": sys.version.split()[0],
+        "kernel_cache": {"path": str(KERNEL_CACHE), "bytes": _directory_size(KERNEL_CACHE)},
+        "cuda_ipc": ipc,
+    }
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -58,7 +68,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     print("GPUs:" if info["gpus"] else "GPUs: none visible to torch")
     for gpu in info["gpus"]:
         print(f"  [{gpu['index']}] {gpu['name']}  {gpu['uuid']}  {gpu['memory_mib']:,} MiB")
-    print("versions: " + ", ".join(f"{name} {version or 'not installed'}" for name, version in info["versions"].items()))
+    print(
+        "versions: " + ", ".join(f"{name} {version or 'not installed'}" for name, version in info["versions"].items())
+    )
     print(f"python: {info['python']}")
     cache = info["kernel_cache"]
     print(f"kernel cache: {cache['path']} ({cache['bytes'] / 2**20:.1f} MiB)")
@@ -75,8 +87,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     def show(row: dict[str, Any]) -> None:
-        print(f"{row['config']:32s} n_envs={row['n_envs']:6d} {row['us_per_step']:9.1f} us/step "
-              f"{row['env_steps_per_s']:14,.0f} env-steps/s", flush=True)
+        print(
+            f"{row['config']:32s} n_envs={row['n_envs']:6d} {row['us_per_step']:9.1f} us/step "
+            f"{row['env_steps_per_s']:14,.0f} env-steps/s",
+            flush=True,
+        )
 
     result = run_benchmark(args.task, backend, args.n_envs, configs, args.seconds, args.repeats, on_row=show)
     (out / "bench.json").write_text(json.dumps(result, indent=1))
@@ -92,6 +107,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from gymnasium import spaces
+
     from gs_gym.vector.env import GenesisVectorEnv
 
     backend = args.backend or _default_backend()
@@ -100,9 +117,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     try:
         built = time.perf_counter() - start
         env.reset(seed=args.seed)
-        shape = (args.num_envs, *env.single_action_space.shape)
-        low = torch.as_tensor(env.single_action_space.low, device=env.device)
-        high = torch.as_tensor(env.single_action_space.high, device=env.device)
+        action_space = env.single_action_space
+        assert isinstance(action_space, spaces.Box)  # every task's action space is a Box (Task.spaces)
+        shape = (args.num_envs, *action_space.shape)
+        low = torch.as_tensor(action_space.low, device=env.device)
+        high = torch.as_tensor(action_space.high, device=env.device)
         episodes = 0
         start = time.perf_counter()
         for _ in range(args.steps):
@@ -113,8 +132,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     finally:
         env.close()
     rate = args.steps * args.num_envs / elapsed
-    print(f"task {args.task}: {args.num_envs} envs on {env.num_workers or 'no'} worker(s) ({backend} backend), "
-          f"built in {built:.1f} s")
+    print(
+        f"task {args.task}: {args.num_envs} envs on {env.num_workers or 'no'} worker(s) ({backend} backend), "
+        f"built in {built:.1f} s"
+    )
     print(f"{args.steps} steps in {elapsed:.2f} s: {rate:,.0f} env-steps/s, {episodes} episodes ended")
     return 0
 

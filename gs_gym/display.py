@@ -71,7 +71,7 @@ class RichProgress(BuildProgress):
         self._progress.start()
 
     def _show(self, row: int, stage: str, elapsed: float) -> None:
-        finished = {"total": 1, "completed": 1} if stage == READY else {}
+        finished: dict[str, Any] = {"total": 1, "completed": 1} if stage == READY else {}
         self._progress.update(self._tasks[row], description=stage, **finished)
 
     def _finish(self) -> None:

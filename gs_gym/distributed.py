@@ -48,8 +48,12 @@ class RankInfo:
     local_world_size: int = 1
 
     def __post_init__(self) -> None:
-        for name, value in (("RANK", self.rank), ("LOCAL_RANK", self.local_rank),
-                            ("WORLD_SIZE", self.world_size), ("LOCAL_WORLD_SIZE", self.local_world_size)):
+        for name, value in (
+            ("RANK", self.rank),
+            ("LOCAL_RANK", self.local_rank),
+            ("WORLD_SIZE", self.world_size),
+            ("LOCAL_WORLD_SIZE", self.local_world_size),
+        ):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"{name}: expected an int, got {value!r}")
         world, local_world = self.world_size, self.local_world_size
@@ -210,11 +214,17 @@ def all_reduce_episode_stats(return_sum: float | torch.Tensor, episodes: int | t
 
     Every rank must call it (it is a collective); a rank with no finished episode passes ``(0.0, 0)``.
     """
-    local = torch.stack([torch.as_tensor(return_sum, dtype=torch.float64).reshape(()).cpu(),
-                         torch.as_tensor(episodes, dtype=torch.float64).reshape(()).cpu()])
+    local = torch.stack(
+        [
+            torch.as_tensor(return_sum, dtype=torch.float64).reshape(()).cpu(),
+            torch.as_tensor(episodes, dtype=torch.float64).reshape(()).cpu(),
+        ]
+    )
     if not bool(torch.isfinite(local).all()) or float(local[1]) < 0 or float(local[1]) != int(local[1]):
-        raise ValueError(f"expected a finite return sum and a non-negative int episode count, got "
-                         f"({float(local[0])}, {float(local[1])})")
+        raise ValueError(
+            f"expected a finite return sum and a non-negative int episode count, got "
+            f"({float(local[0])}, {float(local[1])})"
+        )
     total_return, total_episodes = all_reduce_sum(local).tolist()
     count = int(total_episodes)
     return EpisodeStats(count, total_return, total_return / count if count else math.nan)

@@ -124,6 +124,7 @@ def _check_output(check: str, value: Any, kind: str, device: str | None, shape: 
 
 
 def _check_obs(check: str, obs: Any, space: spaces.Space, kind: str, device: str | None) -> np.ndarray:
+    assert space.shape is not None  # array spaces only (checked first), and those have a shape
     host = _check_output(check, obs, kind, device, space.shape)
     if _dtype(obs) != space.dtype:
         raise _fail(check, f"expected dtype {space.dtype} (the observation space's), got {_dtype(obs)}")
@@ -216,7 +217,7 @@ def check_vector_env(
         raise _fail("metadata", f"expected metadata['autoreset_mode'] to be an AutoresetMode, got {mode!r}")
 
     # -- 2. reset and seeding --------------------------------------------------------------------------------------
-    result = env.reset(seed=seed)
+    result: object = env.reset(seed=seed)  # the env under check may return anything
     if not isinstance(result, tuple) or len(result) != 2:
         raise _fail("reset", f"expected a tuple (observations, info), got {type(result).__name__}")
     obs, info = result
@@ -233,6 +234,7 @@ def check_vector_env(
     # -- 3./4. stepping and autoreset ------------------------------------------------------------------------------
     env.action_space.seed(seed)
     if actions is None:
+
         def actions(step: int) -> Any:
             sample = env.action_space.sample()
             if kind == "torch":
@@ -318,7 +320,7 @@ def check_vector_env(
             for name, call in (("step", lambda: env.step(actions(steps + 1))), ("reset", lambda: env.reset())):
                 try:
                     call()
-                except Exception:  # noqa: BLE001, S112 - any exception is a refusal; its type is the env's choice
+                except Exception:  # any exception is a refusal; its type is the env's choice
                     continue
                 raise _fail("use after close", f"{name}() on a closed env returned instead of raising")
     return CheckResult(kind, mode, steps, episode_ends)

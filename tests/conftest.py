@@ -23,8 +23,13 @@ def shared_env() -> Iterator[Callable[..., GenesisVectorEnv]]:
         key = (num_workers, autoreset_mode)
         if key not in built:
             built[key] = GenesisVectorEnv(
-                NUM_ENVS, "cartpole", backend="cpu", num_workers=num_workers, seed=0,
-                autoreset_mode=autoreset_mode, task_kwargs=TASK_KWARGS,
+                NUM_ENVS,
+                "cartpole",
+                backend="cpu",
+                num_workers=num_workers,
+                seed=0,
+                autoreset_mode=autoreset_mode,
+                task_kwargs=TASK_KWARGS,
             )
         return built[key]
 

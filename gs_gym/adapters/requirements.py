@@ -48,10 +48,13 @@ class AdapterRequirements:
         kwargs = dict(env_kwargs)
         output = kwargs.pop("output", self.output)
         if output != self.output:
-            raise ValueError(f"{self.adapter}.make: output must be {self.output!r} ({self.output_reason}), got {output!r}")
+            raise ValueError(
+                f"{self.adapter}.make: output must be {self.output!r} ({self.output_reason}), got {output!r}"
+            )
         mode = kwargs.pop("autoreset_mode", _MODE)
         if mode not in (_MODE, _MODE.value, _MODE.name, _MODE.name.lower()):
             raise ValueError(
-                f"{self.adapter}.make: autoreset_mode must be AutoresetMode.SAME_STEP ({self.mode_reason}), got {mode!r}"
+                f"{self.adapter}.make: autoreset_mode must be AutoresetMode.SAME_STEP ({self.mode_reason}), "
+                f"got {mode!r}"
             )
         return {**kwargs, "output": self.output, "autoreset_mode": _MODE}

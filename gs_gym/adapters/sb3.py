@@ -102,8 +102,8 @@ class Sb3VecEnv(VecEnv):
             entry["TimeLimit.truncated"] = bool(time_limit[index])
         if dones.any():
             final_obs = info["final_obs"]
-            for index in np.flatnonzero(dones):
-                infos[index]["terminal_observation"] = final_obs[index]
+            for done_index in np.flatnonzero(dones):
+                infos[done_index]["terminal_observation"] = final_obs[done_index]
         return self._own(obs), np.asarray(rewards, dtype=np.float32), dones, infos
 
     def close(self) -> None:
@@ -136,7 +136,7 @@ class Sb3VecEnv(VecEnv):
         if attr_name in _VECTOR_LEVEL_ATTRIBUTES:
             return [getattr(self.venv, attr_name) for _ in env_indices]
         workers = self._workers_of(env_indices)
-        values = dict(zip(workers, self._attribute_errors(self.venv.get_attr, attr_name, workers=workers)))
+        values = dict(zip(workers, self._attribute_errors(self.venv.get_attr, attr_name, workers=workers), strict=True))
         return [values[self._worker_of(i)] for i in env_indices]
 
     def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
@@ -162,7 +162,7 @@ class Sb3VecEnv(VecEnv):
         env_indices = self._indices(indices)
         workers = self._workers_of(env_indices)
         results = self._attribute_errors(self.venv.call_workers, workers, method_name, *method_args, **method_kwargs)
-        values = dict(zip(workers, results))
+        values = dict(zip(workers, results, strict=True))
         return [values[self._worker_of(i)] for i in env_indices]
 
     def env_is_wrapped(self, wrapper_class: type, indices: VecEnvIndices = None) -> list[bool]:

@@ -71,6 +71,9 @@ class Task(ABC):
     config_class: ClassVar[type[TaskConfig]] = TaskConfig
     render_modes: ClassVar[tuple[str, ...]] = ()
 
+    scene: Any
+    """The Genesis scene, set by ``build``."""
+
     def __init__(self, config: TaskConfig, context: TaskContext) -> None:
         self.config = config
         self.context = context
@@ -128,7 +131,7 @@ class Task(ABC):
         Draw randomness from ``self.random`` with the same mask, so that only the reset envs' streams advance.
         """
 
-    def read_state(self) -> None:
+    def read_state(self) -> None:  # noqa: B027  (an optional hook: doing nothing is the default)
         """Read from Genesis, once, the state that ``observe`` and ``compute_*`` share (after ``simulate`` and
         ``reset_envs``, before those hooks). Tasks that read the scene in each hook need not override it."""
 
@@ -160,5 +163,5 @@ class Task(ABC):
         """A frame for ``render_mode``; only tasks that list render modes implement it."""
         raise NotImplementedError(f"task {self.name!r} does not render")
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (an optional hook: doing nothing is the default)
         """Release what the task holds (the scene is destroyed with the process)."""

@@ -70,7 +70,7 @@ class FrankaReachConfig(RandomizedTaskConfig):
         super().__post_init__()
         if len(self.home_qpos) != NUM_ARM or len(self.kp) != NUM_ARM or len(self.kv) != NUM_ARM:
             raise ValueError(f"home_qpos, kp and kv: expected {NUM_ARM} entries each")
-        if any(low > high for low, high in zip(self.target_low, self.target_high)):
+        if any(low > high for low, high in zip(self.target_low, self.target_high, strict=False)):
             raise ValueError(f"target_low/target_high: expected low <= high, got {self.target_low}, {self.target_high}")
         if self.randomization.friction_range is not None:
             raise ValueError("randomization.friction_range: franka-reach simulates no contacts")
@@ -233,4 +233,4 @@ class FrankaReach(Task):
         distance = torch.linalg.vector_norm(self.ee_pos() - self.targets, dim=1)
         success = (distance < self.config.success_threshold).to(torch.float32)
         values = torch.stack([distance.mean(), success.mean()]).tolist()
-        return dict(zip(("distance", "success_rate"), values))
+        return dict(zip(("distance", "success_rate"), values, strict=True))

@@ -357,7 +357,7 @@ class Go2Walk(Task):
             ]
         ).tolist()
         names = ("forward_vel", "lateral_vel", "yaw_rate", "command_forward_vel", "tracking_error", "base_height")
-        return dict(zip(names, values))
+        return dict(zip(names, values, strict=True))
 
     def compute_terminated(self) -> torch.Tensor:
         roll, pitch = roll_pitch(self._state().quat)

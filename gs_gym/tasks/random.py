@@ -205,7 +205,7 @@ class EnvRandom:
         chosen = [i for i, s in enumerate(seeds) if s is not None]
         if chosen:
             rows = torch.tensor(chosen, dtype=torch.int64, device=self.device)
-            self._state[rows, 0] = seed_keys([seeds[i] for i in chosen], self.device)
+            self._state[rows, 0] = seed_keys([s for s in seeds if s is not None], self.device)
             self._state[rows, 1] = 0
 
     def uniform(

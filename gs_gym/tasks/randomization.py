@@ -259,6 +259,7 @@ class DomainRandomizer:
             raise ValueError("randomization.push_interval_s: this task has no floating base to push")
         self.push_dofs = None if push_dofs is None else list(push_dofs)
         if config.push_interval_s is not None:
+            assert self.push_dofs is not None  # checked above
             self._push_dofs_idx = genesis_indices(self.push_dofs, device)
             if not isinstance(self._push_dofs_idx, range):
                 # A masked velocity write needs a contiguous range of dofs (else Genesis turns the mask into indices).
@@ -303,6 +304,7 @@ class DomainRandomizer:
             return None
         due = (episode_steps > 0) & (episode_steps % interval == 0)
         v = self.config.push_velocity
+        assert self.push_dofs is not None  # pushes are on, so attach() had push dofs
         kick = self.random.uniform(due, (len(self.push_dofs),), -v, v)
         velocity = self.robot.get_dofs_velocity(self._push_dofs_idx)
         self.robot.set_dofs_velocity(velocity + kick, self._push_dofs_idx, envs_idx=due)

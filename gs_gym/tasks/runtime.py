@@ -10,7 +10,10 @@ _initialized_with: tuple[str, bool] | None = None
 KERNEL_CACHE = Path(os.environ.get("QD_OFFLINE_CACHE_FILE_PATH", Path.home() / ".cache" / "quadrants"))
 """Where quadrants keeps the kernels Genesis compiled (a first build of a scene fills it; later builds load them)."""
 GENESIS_LOGGING_LEVELS = {
-    "debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR,
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
     "critical": logging.CRITICAL,
 }
 """The level names ``gs.init(logging_level=...)`` is given, and their ``logging`` numbers."""

@@ -18,7 +18,7 @@ import os
 from typing import Any
 
 import torch
-import torch.multiprocessing  # noqa: F401  (registers tensor reductions with multiprocessing's pickler)
+import torch.multiprocessing  # registers tensor reductions with multiprocessing's pickler
 from torch.multiprocessing.reductions import reduce_tensor
 
 from gs_gym.transport.devices import cuda_uuid, index_for_uuid

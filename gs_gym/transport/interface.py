@@ -40,6 +40,7 @@ class ShardPool(Protocol):
     """Per shard: seconds spent executing commands since it (re)started."""
     can_restart: bool
     """Whether ``restart`` can replace a crashed shard (worker processes can; the in-process shard cannot)."""
+
     @property
     def local_shard(self) -> ServedShard | None:
         """The shard object itself when it runs in this process (for inspection); None for worker processes."""

@@ -88,6 +88,7 @@ def _popen_without_main(popen_class: type) -> type | None:
             stacklevel=2,
         )
         return None
+    assert isinstance(launch, types.FunctionType)  # part of ``fits``
     namespace = dict(launch.__globals__)
     namespace["spawn"] = _SpawnWithoutMain()
     rebound = types.FunctionType(launch.__code__, namespace, launch.__name__, launch.__defaults__)
@@ -109,11 +110,13 @@ if sys.platform != "win32":
     class _SpawnProcess(context.SpawnProcess):
         @staticmethod
         def _Popen(process_obj: BaseProcess) -> Any:
+            assert _SpawnPopen is not None  # the class is registered below only then
             return _SpawnPopen(process_obj)
 
     class _ForkServerProcess(context.ForkServerProcess):
         @staticmethod
         def _Popen(process_obj: BaseProcess) -> Any:
+            assert _ForkServerPopen is not None  # the class is registered below only then
             return _ForkServerPopen(process_obj)
 
     if _SpawnPopen is not None:

@@ -62,5 +62,3 @@ class BuildProgress:
 
     def _finish(self) -> None:
         """Release what rendering holds."""
-
-

@@ -6,6 +6,7 @@ anything else runs in the child.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import os
@@ -51,10 +52,8 @@ def die_with_parent(parent_pid: int, parent_death_signal: bool = True) -> None:
     a thread other than the parent's main thread (which get no parent-death signal).
     """
     if parent_death_signal and sys.platform.startswith("linux"):
-        try:
+        with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        except (OSError, AttributeError):
-            pass
     if os.getppid() != parent_pid:
         os._exit(1)
 
@@ -107,6 +106,7 @@ def serve(conn: Connection, shard: ServedShard, spin_wait: float = 0.0) -> None:
             conn.send(Ok(request.seq))
             return
         start = time.perf_counter()
+        reply: Ok | Err
         try:
             value = handlers[request.command](*request.args)
             reply = Ok(request.seq, value, time.perf_counter() - start)

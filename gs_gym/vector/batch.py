@@ -50,8 +50,10 @@ class BatchIO:
     def action_parts(self, actions: Any) -> list[torch.Tensor]:
         """Each shard's slice of ``actions``, validated (nothing is written yet); with ``output="shards"`` also a
         tuple of one tensor per shard. Detached from autograd: the env's buffers never join a graph."""
-        if self.output == "shards" and isinstance(actions, (tuple, list)) and all(
-            isinstance(part, (torch.Tensor, np.ndarray)) for part in actions
+        if (
+            self.output == "shards"
+            and isinstance(actions, (tuple, list))
+            and all(isinstance(part, (torch.Tensor, np.ndarray)) for part in actions)
         ):
             if len(actions) != len(self.ranges):
                 raise ValueError(
@@ -60,14 +62,14 @@ class BatchIO:
                 )
             return [
                 as_action_tensor(part, (shard.count, *self.action_shape), self.check_actions, name=f"actions[{i}]")
-                for i, (shard, part) in enumerate(zip(self.ranges, actions))
+                for i, (shard, part) in enumerate(zip(self.ranges, actions, strict=True))
             ]
         batch = as_action_tensor(actions, (self.num_envs, *self.action_shape), self.check_actions)
         return [batch[shard.offset : shard.stop] for shard in self.ranges]
 
     @staticmethod
     def write_actions(shards: Sequence[OpenedShard], parts: Sequence[torch.Tensor]) -> None:
-        for shard, part in zip(shards, parts):
+        for shard, part in zip(shards, parts, strict=True):
             buffer = shard.buffers.actions
             buffer.copy_(part, non_blocking=buffer.device.type == "cuda")  # a copy to the host must block
 
@@ -84,7 +86,7 @@ class BatchIO:
         else:
             assert self._gathered is not None
             batch = getattr(self._gathered, name)
-            for shard, part in zip(self.ranges, parts):
+            for shard, part in zip(self.ranges, parts, strict=True):
                 batch[shard.offset : shard.stop].copy_(part, non_blocking=self._to_gpu)
         return self._host_or_device(batch)
 

@@ -8,6 +8,7 @@ only propagates: the shards are still in step.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -127,7 +128,5 @@ class ShardClient:
         """Stop the shards (ask, join, terminate, kill). Idempotent; never raises."""
         pool, self._pool = self._pool, None
         if pool is not None:
-            try:
+            with contextlib.suppress(Exception):  # close must not raise; the pool already escalated to kill
                 pool.close()
-            except Exception:  # close must not raise; the pool already escalated to kill
-                pass

@@ -40,7 +40,8 @@ class GenesisVectorEnv(VectorEnv):
         env.close()
     """
 
-    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+    # not a ClassVar: __init__ gives each env its own metadata; this is the class's default, as in Gymnasium
+    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}  # noqa: RUF012
 
     def __init__(self, num_envs: int, task: str | type[Task] = "cartpole", **options: Any) -> None:
         self._life = Lifecycle()
@@ -177,11 +178,12 @@ class GenesisVectorEnv(VectorEnv):
         shards = client.shards
         self._life.state = State.READY
         info: dict[str, Any] = {}
-        if self.autoreset_mode == AutoresetMode.SAME_STEP:
-            if restarted or any(outcome is not None and outcome.any_done for outcome in collected.values):
-                done = self._io.present([s.buffers.terminated | s.buffers.truncated for s in shards])
-                final = self._io.read(shards, "final_observations", copy=True)
-                info = {"final_obs": final, "_final_obs": done, "final_info": {}, "_final_info": done}
+        if self.autoreset_mode == AutoresetMode.SAME_STEP and (
+            restarted or any(outcome is not None and outcome.any_done for outcome in collected.values)
+        ):
+            done = self._io.present([s.buffers.terminated | s.buffers.truncated for s in shards])
+            final = self._io.read(shards, "final_observations", copy=True)
+            info = {"final_obs": final, "_final_obs": done, "final_info": {}, "_final_info": done}
         if restarted:
             marked = [torch.full_like(s.buffers.truncated, i in restarted) for i, s in enumerate(shards)]
             info["worker_restarted"] = info["_worker_restarted"] = self._io.present(marked)
@@ -220,7 +222,8 @@ class GenesisVectorEnv(VectorEnv):
                 raise ValueError(f"set_attr: expected one value per worker ({len(indices)}), got {len(values)}")
         else:
             values = [values] * len(indices)
-        self._shards.run(Command.SET_ATTR, {i: (name, v) for i, v in zip(indices, values)}, f"set_attr {name!r}")
+        requests = {i: (name, v) for i, v in zip(indices, values, strict=True)}
+        self._shards.run(Command.SET_ATTR, requests, f"set_attr {name!r}")
 
     def render(self) -> tuple[Any, ...] | None:
         """One frame per worker for ``render_mode``; None when the env has no render mode."""
@@ -235,7 +238,8 @@ class GenesisVectorEnv(VectorEnv):
             self._client.close()
 
     def __del__(self) -> None:
-        try:
+        # not contextlib.suppress: __del__ may run at interpreter exit, when module globals may already be gone
+        try:  # noqa: SIM105
             self.close()
         except Exception:
             pass

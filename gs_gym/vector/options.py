@@ -27,7 +27,7 @@ ON_WORKER_FAILURE = ("raise", "restart")
 
 def as_int(name: str, value: Any, minimum: int, hint: str = "") -> int:
     """``value`` as a Python int >= ``minimum`` (numpy integers too, never a bool), or a ValueError naming it."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= minimum:
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= minimum:
         return int(value)
     expected = "a positive int" if minimum == 1 and not hint else f"an int >= {minimum}{hint}"
     raise ValueError(f"{name}: expected {expected}, got {value!r}")
@@ -43,7 +43,8 @@ def as_seconds(name: str, value: Any, *, allow_none: bool) -> float | None:
     """A positive, finite number of seconds (or None where waiting forever is allowed)."""
     if value is None and allow_none:
         return None
-    if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
+    # ``not value <= 0`` is ``value > 0`` for the finite reals that reach it; numbers.Real declares only < and <=.
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and not value <= 0:
         return float(value)
     none = " or None (wait forever)" if allow_none else ""
     raise ValueError(f"{name}: expected a positive, finite number of seconds{none}, got {value!r}")

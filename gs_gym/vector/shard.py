@@ -116,13 +116,15 @@ class EnvShard:
         self._await_parent()
         random, offset = self.context.random, self.spec.env_offset
         reset_mask = self._all if mask is None else torch.as_tensor(mask, device=self.device)
-        if isinstance(seeds, int) and mask is None:
-            random.seed_range(seeds)
-        elif isinstance(seeds, int):
-            random.seed([seeds + offset + i if chosen else None for i, chosen in enumerate(mask.tolist())])
+        if isinstance(seeds, int):
+            if mask is None:
+                random.seed_range(seeds)
+            else:
+                random.seed([seeds + offset + i if chosen else None for i, chosen in enumerate(mask.tolist())])
         elif seeds is not None:
             chosen = [True] * len(seeds) if mask is None else mask.tolist()
-            random.seed([seed if keep else None for seed, keep in zip(seeds, chosen)])
+            # not strict: random.seed names a list of the wrong length in its own error
+            random.seed([seed if keep else None for seed, keep in zip(seeds, chosen, strict=False)])
         self._reset(reset_mask)
         self.task.read_state()
         observations = self.task.observe()

@@ -49,7 +49,7 @@ class _PerEnv:
         self.num_envs = num_envs
         self._masks: dict[int, np.ndarray] = {}
 
-    def info(self, info: dict[str, Any], index: int) -> dict[str, Any]:
+    def info(self, info: dict[str, Any], index: int | np.integer) -> dict[str, Any]:
         """The entries of ``info`` that apply to env ``index`` (no mask, or its mask is True there)."""
         entries: dict[str, Any] = {}
         for key, value in info.items():
@@ -61,7 +61,7 @@ class _PerEnv:
             entries[key] = self.row(value, index)
         return entries
 
-    def row(self, value: Any, index: int) -> Any:
+    def row(self, value: Any, index: int | np.integer) -> Any:
         """Env ``index``'s element of a batched value (copied: the env may reuse its buffers); other values as is."""
         if isinstance(value, dict):
             return self.info(value, index)

@@ -125,8 +125,16 @@ class TorchRecordEpisodeStatistics(VectorWrapper):
     def _move_to(self, device: torch.device) -> None:
         if device == self.device:
             return
-        for name in ("episode_returns", "episode_lengths", "episode_start_times", "prev_dones", "_return_ring",
-                     "_length_ring", "_time_ring", "_episodes"):
+        for name in (
+            "episode_returns",
+            "episode_lengths",
+            "episode_start_times",
+            "prev_dones",
+            "_return_ring",
+            "_length_ring",
+            "_time_ring",
+            "_episodes",
+        ):
             setattr(self, name, getattr(self, name).to(device))
         self.device = device
 
@@ -305,8 +313,7 @@ class TorchNormalizeObservation(VectorWrapper):
         super().__init__(env)
         if not isinstance(self.env.single_observation_space, Box):
             raise TypeError(
-                "TorchNormalizeObservation: expected a Box observation space, got "
-                f"{self.env.single_observation_space}"
+                f"TorchNormalizeObservation: expected a Box observation space, got {self.env.single_observation_space}"
             )
         self._autoreset_mode = _autoreset_mode(self.env, type(self).__name__)
         shape = self.env.single_observation_space.shape

@@ -25,8 +25,9 @@ MODES = ["next_step", "same_step", "disabled"]
 
 
 def cartpole(num_envs: int = 3, mode: AutoresetMode = AutoresetMode.NEXT_STEP, vectorization_mode: str = "sync"):
-    return gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode=vectorization_mode,
-                        vector_kwargs={"autoreset_mode": mode})
+    return gym.make_vec(
+        "CartPole-v1", num_envs=num_envs, vectorization_mode=vectorization_mode, vector_kwargs={"autoreset_mode": mode}
+    )
 
 
 # -- passes ----------------------------------------------------------------------------------------------------------
@@ -44,8 +45,16 @@ def test_passes_on_genesis_vector_env(shared_env, num_workers, mode):
 
 
 def test_passes_on_genesis_numpy_output_and_close():
-    env = GenesisVectorEnv(NUM_ENVS, "cartpole", backend="cpu", num_workers=0, seed=0, output="numpy",
-                           autoreset_mode="same_step", task_kwargs=TASK_KWARGS)
+    env = GenesisVectorEnv(
+        NUM_ENVS,
+        "cartpole",
+        backend="cpu",
+        num_workers=0,
+        seed=0,
+        output="numpy",
+        autoreset_mode="same_step",
+        task_kwargs=TASK_KWARGS,
+    )
     try:
         result = check_vector_env(env, max_steps=4 * MAX_EPISODE_STEPS)  # ends with the close checks
     finally:
@@ -108,15 +117,19 @@ def expect_failure(env, message: str, **kwargs) -> VectorEnvCheckError:
 
 def test_fails_on_wrong_observation_dtype():
     env = Broken(cartpole(), only("obs", lambda obs: obs.astype(np.float64)))
-    error = expect_failure(env, re.escape("step 1 observations: expected dtype float32 (the observation space's), "
-                                          "got float64"))
+    error = expect_failure(
+        env, re.escape("step 1 observations: expected dtype float32 (the observation space's), got float64")
+    )
     assert error.check == "step 1 observations"
 
 
 def test_fails_on_next_step_env_that_does_not_zero_the_reward():
     env = Broken(cartpole(), only("rewards", lambda rewards: np.ones_like(rewards)))
-    error = expect_failure(env, r"NEXT_STEP autoreset: env\(s\) \[\d+(, \d+)*\] finished an episode at step \d+, so "
-                                r"step \d+ must reset them with reward 0, got rewards \[1\.0")
+    error = expect_failure(
+        env,
+        r"NEXT_STEP autoreset: env\(s\) \[\d+(, \d+)*\] finished an episode at step \d+, so "
+        r"step \d+ must reset them with reward 0, got rewards \[1\.0",
+    )
     assert error.check == "NEXT_STEP autoreset"
 
 
@@ -131,8 +144,11 @@ def test_fails_on_next_step_env_that_does_not_reset():
             self.previous_obs, self.previous_done = obs.copy(), terminated | truncated
             return obs, rewards, terminated, truncated, info
 
-    expect_failure(Stuck(cartpole()), r"NEXT_STEP autoreset: env\(s\) \[.*\] finished an episode at step \d+, but step "
-                                      r"\d+ returned their final observation again")
+    expect_failure(
+        Stuck(cartpole()),
+        r"NEXT_STEP autoreset: env\(s\) \[.*\] finished an episode at step \d+, but step "
+        r"\d+ returned their final observation again",
+    )
 
 
 def test_fails_on_same_step_env_without_final_obs():
@@ -157,11 +173,14 @@ def test_fails_on_autoreset_mode_not_an_enum():
 def test_fails_on_unbatched_space():
     env = cartpole()
     env.observation_space = batch_space(env.single_observation_space, 2)  # num_envs is 3
-    expect_failure(env, re.escape(
-        "observation spaces: observation_space (Box, shape (2, 4), dtype float32, low varies, high varies) is not the "
-        "batched single_observation_space: expected batch_space(single_observation_space, 3) (Box, shape (3, 4), "
-        "dtype float32"
-    ))
+    expect_failure(
+        env,
+        re.escape(
+            "observation spaces: observation_space (Box, shape (2, 4), dtype float32, low varies, high varies) is not "
+            "the batched single_observation_space: expected batch_space(single_observation_space, 3) "
+            "(Box, shape (3, 4), dtype float32"
+        ),
+    )
 
 
 def test_fails_on_unseeded_reset():
@@ -193,10 +212,12 @@ def test_fails_on_partial_reset_that_resets_everything():
         def reset(self, *, seed=None, options=None):
             return self.env.reset(seed=seed)  # ignores reset_mask
 
-    expect_failure(ResetsAll(cartpole(mode=AutoresetMode.DISABLED)),
-                   r"DISABLED reset_mask: step \d+: reset_mask .* also changed the observations of env\(s\)")
+    expect_failure(
+        ResetsAll(cartpole(mode=AutoresetMode.DISABLED)),
+        r"DISABLED reset_mask: step \d+: reset_mask .* also changed the observations of env\(s\)",
+    )
 
 
 def test_fails_on_non_vector_env():
-    with pytest.raises(VectorEnvCheckError, match="type: expected a gymnasium.vector.VectorEnv, got CartPoleEnv"):
+    with pytest.raises(VectorEnvCheckError, match=r"type: expected a gymnasium\.vector\.VectorEnv, got CartPoleEnv"):
         check_vector_env(gym.make("CartPole-v1").unwrapped)

@@ -18,7 +18,7 @@ def test_lifecycle_with_numpy_output(num_workers):
     try:
         with pytest.raises(CallOrderError, match=r"^step: call reset\(\) before step\(\)$"):
             env.step(np.zeros((3, 1), dtype=np.float32))
-        obs, info = env.reset(seed=0)
+        obs, _ = env.reset(seed=0)
         assert isinstance(obs, np.ndarray) and obs.dtype == np.float32 and obs.shape == (3, 4)
         obs, rewards, terminated, truncated, _ = env.step(np.zeros((3, 1), dtype=np.float32))
         assert isinstance(rewards, np.ndarray) and rewards.dtype == np.float32

@@ -31,9 +31,7 @@ def test_spaces_and_metadata(shared_env, num_workers):
     assert env.action_space.shape == (NUM_ENVS, 1)
     assert env.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
     assert env.num_envs == NUM_ENVS
-    assert [(r.offset, r.count) for r in env.env_ranges] == {0: [(0, 7)], 1: [(0, 7)], 2: [(0, 4), (4, 3)]}[
-        num_workers
-    ]
+    assert [(r.offset, r.count) for r in env.env_ranges] == {0: [(0, 7)], 1: [(0, 7)], 2: [(0, 4), (4, 3)]}[num_workers]
 
 
 @pytest.mark.parametrize("num_workers", WORKERS)
@@ -145,14 +143,16 @@ def test_rejected_actions_change_nothing(shared_env, num_workers):
     bad_calls = [
         (torch.zeros(NUM_ENVS, 2), f"actions: expected shape ({NUM_ENVS}, 1), got ({NUM_ENVS}, 2)"),
         (torch.zeros(NUM_ENVS - 1, 1), f"actions: expected shape ({NUM_ENVS}, 1), got ({NUM_ENVS - 1}, 1)"),
-        (torch.full((NUM_ENVS, 1), float("nan")),
-         f"actions: expected finite values, got NaN or inf for env(s) {list(range(NUM_ENVS))}"),
+        (
+            torch.full((NUM_ENVS, 1), float("nan")),
+            f"actions: expected finite values, got NaN or inf for env(s) {list(range(NUM_ENVS))}",
+        ),
     ]
     for actions, message in bad_calls:
         with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
             env.step(actions)
     got = env.step(np.full((NUM_ENVS, 1), 0.5))  # numpy in, torch out
-    for a, b in zip(got[:4], expected[:4]):
+    for a, b in zip(got[:4], expected[:4], strict=True):
         assert torch.equal(a, b)
 
 
@@ -187,7 +187,9 @@ def test_call_get_attr_set_attr_answer_per_worker(shared_env, num_workers):
     env.set_attr("config", config)
     with pytest.raises(WorkerError, match=r"^worker 0 \(cpu\): AttributeError: .*'nope'"):
         env.get_attr("nope")
-    message = "worker 0 (cpu): AttributeError: task 'cartpole' has no attribute 'probe' to set (during set_attr 'probe')"
+    message = (
+        "worker 0 (cpu): AttributeError: task 'cartpole' has no attribute 'probe' to set (during set_attr 'probe')"
+    )
     with pytest.raises(WorkerError, match=f"^{re.escape(message)}$"):
         env.set_attr("probe", 1)
     env.reset(seed=0)  # a failed get_attr leaves the env usable

@@ -17,8 +17,16 @@ SPLIT = [(0, 4), (4, 7)]  # how 7 envs split over two workers
 
 @pytest.fixture(scope="module")
 def sharded_env():
-    env = GenesisVectorEnv(NUM_ENVS, "cartpole", backend="cpu", num_workers=2, seed=0, output="shards",
-                           autoreset_mode="same_step", task_kwargs=TASK_KWARGS)
+    env = GenesisVectorEnv(
+        NUM_ENVS,
+        "cartpole",
+        backend="cpu",
+        num_workers=2,
+        seed=0,
+        output="shards",
+        autoreset_mode="same_step",
+        task_kwargs=TASK_KWARGS,
+    )
     yield env
     env.close()
 
@@ -49,7 +57,7 @@ def test_shards_equal_the_gathered_reference(shared_env, sharded_env):
     assert len(trace["final_obs"]) == len(reference["final_obs"]) > 0
     for key, values in reference.items():
         assert len(trace[key]) == len(values)
-        for got, want in zip(trace[key], values):
+        for got, want in zip(trace[key], values, strict=True):
             assert torch.equal(got, want), key
 
 
@@ -67,19 +75,22 @@ def test_bad_sharded_actions_are_refused_and_leave_the_env_usable(sharded_env):
     bad = [
         ((torch.zeros(4, 1),), "actions: expected one tensor per worker (2) or one batch, got a tuple of 1"),
         ((torch.zeros(4, 1), torch.zeros(4, 1)), "actions[1]: expected shape (3, 1), got (4, 1)"),
-        ((torch.zeros(4, 1), torch.full((3, 1), float("nan"))),
-         "actions[1]: expected finite values, got NaN or inf for env(s) [0, 1, 2]"),
+        (
+            (torch.zeros(4, 1), torch.full((3, 1), float("nan"))),
+            "actions[1]: expected finite values, got NaN or inf for env(s) [0, 1, 2]",
+        ),
     ]
     for actions, message in bad:
         with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
             sharded_env.step(actions)
-    obs, rewards, *_ = sharded_env.step((torch.zeros(4, 1), torch.zeros(3, 1)))
+    obs, *_ = sharded_env.step((torch.zeros(4, 1), torch.zeros(3, 1)))
     assert [tuple(part.shape) for part in obs] == [(4, 4), (3, 4)]
 
 
 def test_without_copies_the_shards_are_the_workers_buffers():
-    env = GenesisVectorEnv(4, "cartpole", backend="cpu", num_workers=1, seed=0, output="shards", copy=False,
-                           task_kwargs=TASK_KWARGS)
+    env = GenesisVectorEnv(
+        4, "cartpole", backend="cpu", num_workers=1, seed=0, output="shards", copy=False, task_kwargs=TASK_KWARGS
+    )
     try:
         (first,), _ = env.reset(seed=0)
         (obs,), *_ = env.step(torch.ones(4, 1))

@@ -31,7 +31,11 @@ LOOKAHEAD = 3
 """Envs alive at once: the one in use and two being built."""
 PARALLEL_BUILDS = 2
 DEFAULTS: dict[str, Any] = {
-    "backend": "cpu", "seed": 0, "forward_output": False, "step_timeout": 30.0, "build_timeout": 300.0
+    "backend": "cpu",
+    "seed": 0,
+    "forward_output": False,
+    "step_timeout": 30.0,
+    "build_timeout": 300.0,
 }
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -71,7 +75,11 @@ class Driver:
 
     def __init__(self, script: str, timeout: float = 600.0) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [sys.executable, "-c", script],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
             start_new_session=True,  # its own process group, as a terminal gives a program (Ctrl-C reaches all)
         )
         self.worker_pids = [int(pid) for pid in self._read_line("pids ", timeout).split()[1:]]

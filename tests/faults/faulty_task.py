@@ -101,4 +101,3 @@ class FaultyCartPole(CartPole):
     def close(self) -> None:
         if getattr(self, "_urdf_dir", None) is not None:
             super().close()
-

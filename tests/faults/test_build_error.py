@@ -35,9 +35,7 @@ def test_build_error_carries_the_worker_traceback_and_leaves_no_process(monkeypa
     assert isinstance(error.__cause__, RemoteTraceback)
     traceback = error.__cause__.formatted
     assert 'raise RuntimeError(self._fail("at build"))' in traceback
-    assert traceback.rstrip().endswith(
-        "RuntimeError: faulty-cartpole: injected build fault at build (env_offset 2)"
-    )
+    assert traceback.rstrip().endswith("RuntimeError: faulty-cartpole: injected build fault at build (env_offset 2)")
     assert "--- traceback in the worker ---" in str(error.__cause__)
     assert len(started) == 2
     assert wait_until_gone(started, 5.0) == []  # worker 0, still building, was terminated too

@@ -58,4 +58,3 @@ def test_sigkill_is_reported_at_once(prebuilt, command, during):
         env.step(torch.zeros(2, 1))
     env.close()
     assert wait_until_gone([pid], 5.0) == []
-

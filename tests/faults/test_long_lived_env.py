@@ -19,8 +19,9 @@ from tests.faults.conftest import make_env, wait_until_gone, worker_pids
 NUM_ENVS = 4  # worker 0: envs 0-1, worker 1: envs 2-3
 SETTINGS = {"seed": 3, "autoreset_mode": "disabled"}
 RESET_NOISE = 0.05  # cartpole's reset states lie in [-0.05, 0.05)
-RECIPES = {"env": functools.partial(make_env, NUM_ENVS, "cartpole", num_workers=2, on_worker_failure="restart",
-                                    **SETTINGS)}
+RECIPES = {
+    "env": functools.partial(make_env, NUM_ENVS, "cartpole", num_workers=2, on_worker_failure="restart", **SETTINGS)
+}
 
 
 @pytest.mark.prebuilt("env")
@@ -34,8 +35,10 @@ def test_rejected_calls_change_nothing(prebuilt):
             e.step(torch.full((NUM_ENVS, 1), 0.3))
         bad_calls = [
             (torch.zeros(NUM_ENVS, 2), "actions: expected shape (4, 1), got (4, 2)"),
-            (torch.tensor([[0.0], [0.1], [float("nan")], [0.2]]),
-             "actions: expected finite values, got NaN or inf for env(s) [2]"),
+            (
+                torch.tensor([[0.0], [0.1], [float("nan")], [0.2]]),
+                "actions: expected finite values, got NaN or inf for env(s) [2]",
+            ),
             ([[0.5]] * (NUM_ENVS - 1), "actions: expected shape (4, 1), got (3, 1)"),
             (torch.ones(NUM_ENVS, 1, dtype=torch.bool), "actions: expected a real-valued tensor, got dtype torch.bool"),
         ]

@@ -52,5 +52,3 @@ def test_host_memory_stays_flat_over_many_steps_and_partial_resets(prebuilt):
     growth = {name: round(b - a, 1) for name, a, b in zip(names, before, after, strict=True)}
     print(f"RSS growth (MiB) over 10,000 steps and 1,000 partial resets: {growth}")
     assert all(g < GROWTH_LIMIT_MIB for g in growth.values()), growth
-
-

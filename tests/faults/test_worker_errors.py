@@ -20,7 +20,9 @@ RECIPES = {
     ),
     # two workers, envs 0-2 and 3-5; NaN in local envs 0 and 2 of the second
     "nan": functools.partial(
-        make_env, 6, num_workers=2,
+        make_env,
+        6,
+        num_workers=2,
         task_kwargs={"fault": "nan", "fault_step": 2, "fault_env_offset": 3, "nan_envs": (0, 2)},
     ),
     "exit": functools.partial(make_env, 2, num_workers=1, task_kwargs={"fault": "exit", "fault_step": 2}),
@@ -66,7 +68,7 @@ def test_exception_in_step_names_the_worker_and_fails_the_env(prebuilt):
     assert (error.worker, error.device, error.remote_type) == (1, "cpu", "RuntimeError")
     assert type(error) is WorkerError
     assert isinstance(error.__cause__, RemoteTraceback)
-    assert 'raise RuntimeError(self._fail(where))' in error.__cause__.formatted
+    assert "raise RuntimeError(self._fail(where))" in error.__cause__.formatted
     assert "RuntimeError: faulty-cartpole: injected raise fault at step 3" in error.__cause__.formatted
     assert_failed_then_closes(env)
 

@@ -63,12 +63,28 @@ class RawRecorder(VectorWrapper):
 @pytest.fixture(scope="module")
 def run():
     example = load_example()
-    args = example.parse_args([
-        "--backend", "cpu", "--num-workers", "1", "--seed", str(SEED),
-        "--num-envs", str(NUM_ENVS), "--num-steps", str(NUM_STEPS), "--num-minibatches", "4",
-        "--update-epochs", "4", "--total-timesteps", str(NUM_ENVS * NUM_STEPS * ITERATIONS),
-        "--max-episode-steps", str(MAX_STEPS),
-    ])
+    args = example.parse_args(
+        [
+            "--backend",
+            "cpu",
+            "--num-workers",
+            "1",
+            "--seed",
+            str(SEED),
+            "--num-envs",
+            str(NUM_ENVS),
+            "--num-steps",
+            str(NUM_STEPS),
+            "--num-minibatches",
+            "4",
+            "--update-epochs",
+            "4",
+            "--total-timesteps",
+            str(NUM_ENVS * NUM_STEPS * ITERATIONS),
+            "--max-episode-steps",
+            str(MAX_STEPS),
+        ]
+    )
     recorders: list[RawRecorder] = []
 
     def record(env):
@@ -89,8 +105,9 @@ def recompute_episodes(recorder: RawRecorder) -> list[dict]:
     lengths = np.zeros(NUM_ENVS, dtype=int)
     prev_done = np.zeros(NUM_ENVS, dtype=bool)
     episodes = []
-    for step, (rewards, terminated, truncated) in enumerate(zip(recorder.rewards, recorder.terminated,
-                                                                recorder.truncated)):
+    for step, (rewards, terminated, truncated) in enumerate(
+        zip(recorder.rewards, recorder.terminated, recorder.truncated, strict=True)
+    ):
         done = terminated | truncated
         assert not rewards[prev_done].any(), f"step {step}: the reset step must give reward 0"
         assert not done[prev_done].any(), f"step {step}: the reset step must not end an episode"
@@ -99,8 +116,15 @@ def recompute_episodes(recorder: RawRecorder) -> list[dict]:
         returns[counted] += rewards[counted]
         lengths[counted] += 1
         for index in np.flatnonzero(done):
-            episodes.append({"global_step": (step + 1) * NUM_ENVS, "env": int(index), "r": float(returns[index]),
-                             "l": int(lengths[index]), "terminated": bool(terminated[index])})
+            episodes.append(
+                {
+                    "global_step": (step + 1) * NUM_ENVS,
+                    "env": int(index),
+                    "r": float(returns[index]),
+                    "l": int(lengths[index]),
+                    "terminated": bool(terminated[index]),
+                }
+            )
         prev_done = done
     return episodes
 

@@ -42,15 +42,36 @@ def test_demo_reports_throughput():
 
 
 def test_bench_writes_json_and_png(tmp_path):
-    result = gs_gym("bench", "--backend", "cpu", "--n-envs", "8", "--workers", "1", "--seconds", "0.05",
-                    "--repeats", "2", "--out", str(tmp_path))
+    result = gs_gym(
+        "bench",
+        "--backend",
+        "cpu",
+        "--n-envs",
+        "8",
+        "--workers",
+        "1",
+        "--seconds",
+        "0.05",
+        "--repeats",
+        "2",
+        "--out",
+        str(tmp_path),
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads((tmp_path / "bench.json").read_text())
     assert sorted(report) == ["backend", "machine", "rows", "settings", "task"]
     assert [row["config"] for row in report["rows"]] == ["raw task", "in-process env", "1 worker(s), shared memory"]
     for row in report["rows"]:
-        assert sorted(row) == ["busy_us_per_step", "config", "env_steps_per_s", "n_envs", "raw", "repeats_us",
-                               "us_per_step", "workers"]
+        assert sorted(row) == [
+            "busy_us_per_step",
+            "config",
+            "env_steps_per_s",
+            "n_envs",
+            "raw",
+            "repeats_us",
+            "us_per_step",
+            "workers",
+        ]
         assert row["n_envs"] == 8 and len(row["repeats_us"]) == 2
         # the workers' own time per step: none for the raw task, some but less than the step for the env paths
         assert (row["busy_us_per_step"] is None) == row["raw"]

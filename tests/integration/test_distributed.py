@@ -108,21 +108,30 @@ def test_rank_info_is_frozen():
         RankInfo().rank = 1
 
 
-@pytest.mark.parametrize(("variables", "message"), [
-    ({"RANK": "1"}, "RANK is set but WORLD_SIZE is not; launch with torchrun or set both"),
-    ({"WORLD_SIZE": "2"}, "WORLD_SIZE is set but RANK is not; launch with torchrun or set both"),
-    ({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"},
-     "LOCAL_RANK is set but LOCAL_WORLD_SIZE is not; launch with torchrun or set both"),
-    ({"RANK": "one", "WORLD_SIZE": "2"}, "RANK: expected an integer, got 'one'"),
-    ({"RANK": "0", "WORLD_SIZE": ""}, "WORLD_SIZE: expected an integer, got ''"),
-    ({"RANK": "0", "WORLD_SIZE": "0"}, "WORLD_SIZE: expected an int >= 1, got 0"),
-    ({"RANK": "2", "WORLD_SIZE": "2"}, "RANK: expected an int in [0, 2) (WORLD_SIZE=2), got 2"),
-    ({"RANK": "-1", "WORLD_SIZE": "2"}, "RANK: expected an int in [0, 2) (WORLD_SIZE=2), got -1"),
-    ({"RANK": "0", "WORLD_SIZE": "4", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "8"},
-     "LOCAL_WORLD_SIZE: expected an int in [1, 4] (WORLD_SIZE=4), got 8"),
-    ({"RANK": "0", "WORLD_SIZE": "4", "LOCAL_RANK": "2", "LOCAL_WORLD_SIZE": "2"},
-     "LOCAL_RANK: expected an int in [0, 2) (LOCAL_WORLD_SIZE=2), got 2"),
-])
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        ({"RANK": "1"}, "RANK is set but WORLD_SIZE is not; launch with torchrun or set both"),
+        ({"WORLD_SIZE": "2"}, "WORLD_SIZE is set but RANK is not; launch with torchrun or set both"),
+        (
+            {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"},
+            "LOCAL_RANK is set but LOCAL_WORLD_SIZE is not; launch with torchrun or set both",
+        ),
+        ({"RANK": "one", "WORLD_SIZE": "2"}, "RANK: expected an integer, got 'one'"),
+        ({"RANK": "0", "WORLD_SIZE": ""}, "WORLD_SIZE: expected an integer, got ''"),
+        ({"RANK": "0", "WORLD_SIZE": "0"}, "WORLD_SIZE: expected an int >= 1, got 0"),
+        ({"RANK": "2", "WORLD_SIZE": "2"}, "RANK: expected an int in [0, 2) (WORLD_SIZE=2), got 2"),
+        ({"RANK": "-1", "WORLD_SIZE": "2"}, "RANK: expected an int in [0, 2) (WORLD_SIZE=2), got -1"),
+        (
+            {"RANK": "0", "WORLD_SIZE": "4", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "8"},
+            "LOCAL_WORLD_SIZE: expected an int in [1, 4] (WORLD_SIZE=4), got 8",
+        ),
+        (
+            {"RANK": "0", "WORLD_SIZE": "4", "LOCAL_RANK": "2", "LOCAL_WORLD_SIZE": "2"},
+            "LOCAL_RANK: expected an int in [0, 2) (LOCAL_WORLD_SIZE=2), got 2",
+        ),
+    ],
+)
 def test_rank_info_errors(torchrun_env, variables, message):
     torchrun_env(**variables)
     with exact_error(ValueError, message):
@@ -143,7 +152,11 @@ def test_local_gpus_one_per_rank_by_default():
 
 def test_local_gpus_several_per_rank():
     assert [local_gpus(RankInfo(i, i, 4, 4), gpus_per_rank=2, device_count=8) for i in range(4)] == [
-        [0, 1], [2, 3], [4, 5], [6, 7]]
+        [0, 1],
+        [2, 3],
+        [4, 5],
+        [6, 7],
+    ]
     assert local_gpus(RankInfo(1, 1, 2, 2), gpus_per_rank=3, device_count=7) == [3, 4, 5]
 
 
@@ -171,13 +184,22 @@ def test_local_gpus_rejects_bad_gpus_per_rank(bad):
 
 def test_vector_env_kwargs_cpu():
     assert vector_env_kwargs(RankInfo(1, 1, 2, 2), 8, SEED, backend="cpu") == {
-        "num_envs": 8, "backend": "cpu", "seed": SEED + 8, "main_device": "cpu"}
+        "num_envs": 8,
+        "backend": "cpu",
+        "seed": SEED + 8,
+        "main_device": "cpu",
+    }
 
 
 def test_vector_env_kwargs_gpu():
     info = RankInfo(rank=13, local_rank=1, world_size=16, local_world_size=4)
     assert vector_env_kwargs(info, 64, 100, backend="gpu", gpus_per_rank=2, device_count=8) == {
-        "num_envs": 64, "backend": "gpu", "seed": 100 + 13 * 64, "devices": [2, 3], "main_device": "cuda:2"}
+        "num_envs": 64,
+        "backend": "gpu",
+        "seed": 100 + 13 * 64,
+        "devices": [2, 3],
+        "main_device": "cuda:2",
+    }
 
 
 def test_vector_env_kwargs_default_backend_follows_the_gpus():
@@ -196,15 +218,20 @@ def test_vector_env_kwargs_seed_every_env_of_every_rank_once():
     assert seeds == list(range(base, base + world * n))
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"num_envs_per_rank": 0}, "num_envs_per_rank: expected a positive int, got 0"),
-    ({"seed": None}, "seed: expected a non-negative int (the ranks' env seeds derive from it), got None"),
-    ({"seed": -1}, "seed: expected a non-negative int (the ranks' env seeds derive from it), got -1"),
-    ({"backend": "tpu"}, "backend: expected 'gpu' or 'cpu', got 'tpu'"),
-    ({"backend": "cpu", "gpus_per_rank": 2}, "gpus_per_rank: only meaningful with backend='gpu', got 2"),
-    ({"backend": "gpu", "device_count": 1, "info": RankInfo(1, 1, 2, 2)},
-     "gpus_per_rank=1 with LOCAL_WORLD_SIZE=2 needs 2 GPUs on this node, torch sees 1"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"num_envs_per_rank": 0}, "num_envs_per_rank: expected a positive int, got 0"),
+        ({"seed": None}, "seed: expected a non-negative int (the ranks' env seeds derive from it), got None"),
+        ({"seed": -1}, "seed: expected a non-negative int (the ranks' env seeds derive from it), got -1"),
+        ({"backend": "tpu"}, "backend: expected 'gpu' or 'cpu', got 'tpu'"),
+        ({"backend": "cpu", "gpus_per_rank": 2}, "gpus_per_rank: only meaningful with backend='gpu', got 2"),
+        (
+            {"backend": "gpu", "device_count": 1, "info": RankInfo(1, 1, 2, 2)},
+            "gpus_per_rank=1 with LOCAL_WORLD_SIZE=2 needs 2 GPUs on this node, torch sees 1",
+        ),
+    ],
+)
 def test_vector_env_kwargs_errors(kwargs, message):
     arguments = {"info": RankInfo(), "num_envs_per_rank": 8, "seed": 0, **kwargs}
     info, n, seed = arguments.pop("info"), arguments.pop("num_envs_per_rank"), arguments.pop("seed")
@@ -279,11 +306,14 @@ def test_collectives_over_two_gloo_ranks(tmp_path):
     for report in (r0, r1):
         assert report["count"] == 8
         torch.testing.assert_close(torch.tensor(report["mean"], dtype=torch.float64), both_batches.mean(0))
-        torch.testing.assert_close(torch.tensor(report["var"], dtype=torch.float64),
-                                   both_batches.var(0, unbiased=False))
+        torch.testing.assert_close(
+            torch.tensor(report["var"], dtype=torch.float64), both_batches.var(0, unbiased=False)
+        )
         assert report["empty_count"] == 5
-        torch.testing.assert_close(torch.tensor(report["empty_mean"], dtype=torch.float64),
-                                   torch.tensor(r1["batch"], dtype=torch.float64).mean(0))
+        torch.testing.assert_close(
+            torch.tensor(report["empty_mean"], dtype=torch.float64),
+            torch.tensor(r1["batch"], dtype=torch.float64).mean(0),
+        )
         assert report["one_rank"] == [3, 30.0, 10.0]
         assert report["both"] == [4, 35.0, 8.75]
         assert report["neither"] == [0, 0.0, "nan"]
@@ -319,8 +349,15 @@ def run_torchrun(arguments: list[str], timeout: float = TIMEOUT_S) -> subprocess
     env = {**os.environ, TAG_VAR: tag, "PYTHONUNBUFFERED": "1"}
     for name in TORCHRUN_VARS:
         env.pop(name, None)
-    proc = subprocess.Popen([*TORCHRUN, *arguments], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [*TORCHRUN, *arguments],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         stdout, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -340,10 +377,30 @@ def run_torchrun(arguments: list[str], timeout: float = TIMEOUT_S) -> subprocess
 
 def ddp_arguments(out_dir: Path, *extra: str, num_workers: int = 0, updates: int = UPDATES) -> list[str]:
     return [
-        str(EXAMPLE), "--backend", "cpu", "--task", "cartpole", "--num-envs", str(NUM_ENVS),
-        "--num-workers", str(num_workers), "--num-steps", str(NUM_STEPS), "--num-minibatches", "2",
-        "--update-epochs", "2", "--total-timesteps", str(updates * 2 * NUM_ENVS * NUM_STEPS), "--seed", str(SEED),
-        "--task-kwargs", json.dumps(TASK_KWARGS), "--out-dir", str(out_dir), *extra,
+        str(EXAMPLE),
+        "--backend",
+        "cpu",
+        "--task",
+        "cartpole",
+        "--num-envs",
+        str(NUM_ENVS),
+        "--num-workers",
+        str(num_workers),
+        "--num-steps",
+        str(NUM_STEPS),
+        "--num-minibatches",
+        "2",
+        "--update-epochs",
+        "2",
+        "--total-timesteps",
+        str(updates * 2 * NUM_ENVS * NUM_STEPS),
+        "--seed",
+        str(SEED),
+        "--task-kwargs",
+        json.dumps(TASK_KWARGS),
+        "--out-dir",
+        str(out_dir),
+        *extra,
     ]
 
 
@@ -359,7 +416,9 @@ def ddp_run(tmp_path_factory):
 def test_ranks_step_different_envs_with_offset_seeds(ddp_run):
     _, reports, _ = ddp_run
     assert [(r["rank"], r["local_rank"], r["world_size"], r["num_envs"]) for r in reports] == [
-        (0, 0, 2, NUM_ENVS), (1, 1, 2, NUM_ENVS)]
+        (0, 0, 2, NUM_ENVS),
+        (1, 1, 2, NUM_ENVS),
+    ]
     assert [r["env_seed"] for r in reports] == [SEED + rank * NUM_ENVS for rank in (0, 1)]
     first = [torch.tensor(r["first_obs"]) for r in reports]
     assert first[0].shape == first[1].shape == (NUM_ENVS, 4)
@@ -451,22 +510,29 @@ def parse_error(capsys, argv: list[str]) -> str:
     return last_line.split(": error: ", 1)[1]
 
 
-EVAL_STEPS_REFUSED = ("--eval-steps is not supported by ddp_ppo.py (it does not evaluate after training; load its "
-                      "checkpoint.pt with train_ppo.load_checkpoint and run train_ppo.evaluate)")
+EVAL_STEPS_REFUSED = (
+    "--eval-steps is not supported by ddp_ppo.py (it does not evaluate after training; load its "
+    "checkpoint.pt with train_ppo.load_checkpoint and run train_ppo.evaluate)"
+)
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--eval-steps", "5"], EVAL_STEPS_REFUSED),
-    (["--eval-steps", "200"], EVAL_STEPS_REFUSED),  # train_ppo.py's default is not this script's
-    (["--task", "go2-walk", "--eval-steps", "250"], EVAL_STEPS_REFUSED),
-    (["--max-train-time", "0"], "--max-train-time must be > 0, got 0.0"),
-    (["--desired-kl", "0"], "--desired-kl must be > 0, got 0.0"),
-    (["--hidden-sizes", "32", "0"], "--hidden-sizes must be positive, got [32, 0]"),
-    (["--update-epochs", "0"], "--update-epochs must be >= 1, got 0"),
-    (["--random-steps", "-1"], "--random-steps must be >= 0, got -1"),
-    (["--num-envs", "6", "--num-steps", "3", "--num-minibatches", "4"],
-     "num_envs * num_steps (18) must be divisible by num_minibatches (4)"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--eval-steps", "5"], EVAL_STEPS_REFUSED),
+        (["--eval-steps", "200"], EVAL_STEPS_REFUSED),  # train_ppo.py's default is not this script's
+        (["--task", "go2-walk", "--eval-steps", "250"], EVAL_STEPS_REFUSED),
+        (["--max-train-time", "0"], "--max-train-time must be > 0, got 0.0"),
+        (["--desired-kl", "0"], "--desired-kl must be > 0, got 0.0"),
+        (["--hidden-sizes", "32", "0"], "--hidden-sizes must be positive, got [32, 0]"),
+        (["--update-epochs", "0"], "--update-epochs must be >= 1, got 0"),
+        (["--random-steps", "-1"], "--random-steps must be >= 0, got -1"),
+        (
+            ["--num-envs", "6", "--num-steps", "3", "--num-minibatches", "4"],
+            "num_envs * num_steps (18) must be divisible by num_minibatches (4)",
+        ),
+    ],
+)
 def test_ddp_parser_errors(capsys, argv, message):
     assert parse_error(capsys, argv) == message
 
@@ -477,9 +543,11 @@ def test_an_option_ddp_does_not_know_is_refused(capsys, monkeypatch):
     ddp_ppo = load_ddp_example()
     monkeypatch.setattr(ddp_ppo, "HONORED_OPTIONS", ddp_ppo.HONORED_OPTIONS - {"activation"})
     assert parse_error(capsys, ["--activation", "elu"]) == (
-        "--activation is not supported by ddp_ppo.py (a train_ppo.py option it does not know)")
+        "--activation is not supported by ddp_ppo.py (a train_ppo.py option it does not know)"
+    )
     assert parse_error(capsys, ["--task", "go2-walk"]) == (
-        "--task go2-walk: its preset sets --activation, which ddp_ppo.py does not support")
+        "--task go2-walk: its preset sets --activation, which ddp_ppo.py does not support"
+    )
     assert ddp_ppo.parse_args(["--activation", "tanh"]).activation == "tanh"
 
 
@@ -488,8 +556,12 @@ def test_ddp_defaults_and_accepted_values():
     args = ddp_ppo.parse_args(["--backend", "cpu", "--eval-steps", "0", "--seed", "4"])
     assert (args.eval_steps, args.random_steps, args.num_workers, args.max_train_time) == (0, 0, None, None)
     assert (args.lr_schedule, args.anneal_lr, args.hidden_sizes, args.activation) == ("anneal", True, [64, 64], "tanh")
-    assert (args.preset, args.out_dir, args.norm_obs, args.performance_mode) == (None, "runs/ddp-cartpole-4", True,
-                                                                                False)
+    assert (args.preset, args.out_dir, args.norm_obs, args.performance_mode) == (
+        None,
+        "runs/ddp-cartpole-4",
+        True,
+        False,
+    )
     args = ddp_ppo.parse_args(["--backend", "cpu", "--anneal-lr", "false", "--hidden-size", "32"])
     assert (args.lr_schedule, args.anneal_lr, args.hidden_sizes) == ("constant", False, [32, 32])
 
@@ -499,19 +571,40 @@ def test_go2_preset_gives_train_ppo_settings():
     ddp_ppo = load_ddp_example()
     argv = ["--task", "go2-walk", "--backend", "gpu"]
     ddp_args, train_args = vars(ddp_ppo.parse_args(argv)), vars(ddp_ppo.train_ppo.parse_args(argv))
-    differing = {key: (ddp_args.get(key), train_args.get(key))
-                 for key in ddp_args.keys() | train_args.keys() if ddp_args.get(key) != train_args.get(key)}
+    differing = {
+        key: (ddp_args.get(key), train_args.get(key))
+        for key in ddp_args.keys() | train_args.keys()
+        if ddp_args.get(key) != train_args.get(key)
+    }
     assert differing == {  # gpus_per_rank: ddp_ppo.py's own (its other own options default to None)
-        "eval_steps": (0, 250), "num_workers": (None, 1), "out_dir": ("runs/ddp-go2-walk-1", "runs/go2-walk-1"),
+        "eval_steps": (0, 250),
+        "num_workers": (None, 1),
+        "out_dir": ("runs/ddp-go2-walk-1", "runs/go2-walk-1"),
         "gpus_per_rank": (1, None),
     }
-    assert (ddp_args["preset"], ddp_args["hidden_sizes"], ddp_args["lr_schedule"]) == ("go2-walk", [512, 256, 128],
-                                                                                       "adaptive")
-    override = ddp_ppo.parse_args([*argv, "--hidden-sizes", "64", "--lr-schedule", "constant",
-                                   "--task-kwargs", '{"max_episode_steps": 100, "lin_vel_x_range": [1.0, 1.0]}'])
+    assert (ddp_args["preset"], ddp_args["hidden_sizes"], ddp_args["lr_schedule"]) == (
+        "go2-walk",
+        [512, 256, 128],
+        "adaptive",
+    )
+    override = ddp_ppo.parse_args(
+        [
+            *argv,
+            "--hidden-sizes",
+            "64",
+            "--lr-schedule",
+            "constant",
+            "--task-kwargs",
+            '{"max_episode_steps": 100, "lin_vel_x_range": [1.0, 1.0]}',
+        ]
+    )
     assert (override.hidden_sizes, override.lr_schedule, override.activation) == ([64], "constant", "elu")
-    assert override.task_kwargs == {"lin_vel_x_range": [1.0, 1.0], "lin_vel_y_range": (0.0, 0.0),
-                                    "ang_vel_yaw_range": (0.0, 0.0), "max_episode_steps": 100}
+    assert override.task_kwargs == {
+        "lin_vel_x_range": [1.0, 1.0],
+        "lin_vel_y_range": (0.0, 0.0),
+        "ang_vel_yaw_range": (0.0, 0.0),
+        "max_episode_steps": 100,
+    }
 
 
 def network(agent: torch.nn.Module) -> list[tuple[str, int]]:
@@ -519,13 +612,22 @@ def network(agent: torch.nn.Module) -> list[tuple[str, int]]:
     return [(type(m).__name__, getattr(m, "out_features", 0)) for m in agent.actor_mean]
 
 
-@pytest.mark.parametrize(("argv", "layers", "log_std"), [
-    ([], [("Linear", 64), ("Tanh", 0), ("Linear", 64), ("Tanh", 0), ("Linear", 1)], 0.0),
-    (["--hidden-sizes", "32", "16", "8", "--activation", "elu", "--init-log-std", "-0.5"],
-     [("Linear", 32), ("ELU", 0), ("Linear", 16), ("ELU", 0), ("Linear", 8), ("ELU", 0), ("Linear", 1)], -0.5),
-    (["--task", "go2-walk"],
-     [("Linear", 512), ("ELU", 0), ("Linear", 256), ("ELU", 0), ("Linear", 128), ("ELU", 0), ("Linear", 1)], 0.0),
-])
+@pytest.mark.parametrize(
+    ("argv", "layers", "log_std"),
+    [
+        ([], [("Linear", 64), ("Tanh", 0), ("Linear", 64), ("Tanh", 0), ("Linear", 1)], 0.0),
+        (
+            ["--hidden-sizes", "32", "16", "8", "--activation", "elu", "--init-log-std", "-0.5"],
+            [("Linear", 32), ("ELU", 0), ("Linear", 16), ("ELU", 0), ("Linear", 8), ("ELU", 0), ("Linear", 1)],
+            -0.5,
+        ),
+        (
+            ["--task", "go2-walk"],
+            [("Linear", 512), ("ELU", 0), ("Linear", 256), ("ELU", 0), ("Linear", 128), ("ELU", 0), ("Linear", 1)],
+            0.0,
+        ),
+    ],
+)
 def test_agent_takes_the_network_options(argv, layers, log_std):
     ddp_ppo = load_ddp_example()
     agent = ddp_ppo.make_agent(ddp_ppo.parse_args(["--backend", "cpu", *argv]), 5, 1)
@@ -556,15 +658,30 @@ def test_env_gets_the_env_options(monkeypatch, tmp_path):
         raise Built
 
     monkeypatch.setattr(ddp_ppo, "GenesisVectorEnv", fake_env)
-    args = ddp_ppo.parse_args(["--task", "go2-walk", "--backend", "cpu", "--performance-mode", "true",
-                               "--torch-threads", "0", "--out-dir", str(tmp_path)])
+    args = ddp_ppo.parse_args(
+        [
+            "--task",
+            "go2-walk",
+            "--backend",
+            "cpu",
+            "--performance-mode",
+            "true",
+            "--torch-threads",
+            "0",
+            "--out-dir",
+            str(tmp_path),
+        ]
+    )
     env_kwargs = {"num_envs": 4096, "backend": "cpu", "seed": 1, "main_device": "cpu"}
     with pytest.raises(Built):
         ddp_ppo.train(args, RankInfo(), env_kwargs)
-    assert built == {"task": "go2-walk", "autoreset_mode": ddp_ppo.AutoresetMode.SAME_STEP,
-                     "task_kwargs": {"lin_vel_x_range": (0.5, 0.5), "lin_vel_y_range": (0.0, 0.0),
-                                     "ang_vel_yaw_range": (0.0, 0.0)},
-                     "performance_mode": True, **env_kwargs}
+    assert built == {
+        "task": "go2-walk",
+        "autoreset_mode": ddp_ppo.AutoresetMode.SAME_STEP,
+        "task_kwargs": {"lin_vel_x_range": (0.5, 0.5), "lin_vel_y_range": (0.0, 0.0), "ang_vel_yaw_range": (0.0, 0.0)},
+        "performance_mode": True,
+        **env_kwargs,
+    }
 
 
 AGREEMENT_SCRIPT = """
@@ -611,9 +728,23 @@ def test_adaptive_lr_and_time_limit_keep_the_ranks_in_step(tmp_path):
     """``--lr-schedule adaptive`` adapts on the KL averaged over ranks and ``--max-train-time`` stops on the mean
     training time: both ranks end with the same learning rate, iteration count and parameters; the checkpoint holds
     the ``--hidden-sizes`` / ``--activation`` network and a disabled observation normalizer."""
-    result = run_torchrun(ddp_arguments(
-        tmp_path, "--lr-schedule", "adaptive", "--max-train-time", "1e-6", "--hidden-sizes", "16", "8",
-        "--activation", "elu", "--norm-obs", "false", updates=3))
+    result = run_torchrun(
+        ddp_arguments(
+            tmp_path,
+            "--lr-schedule",
+            "adaptive",
+            "--max-train-time",
+            "1e-6",
+            "--hidden-sizes",
+            "16",
+            "8",
+            "--activation",
+            "elu",
+            "--norm-obs",
+            "false",
+            updates=3,
+        )
+    )
     assert result.returncode == 0, result.stdout[-6000:]
     assert "stopping after 1 of 3 iterations: --max-train-time 1e-06s reached" in result.stdout
     r0, r1 = (json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1))

@@ -31,6 +31,11 @@ def test_make_vec_through_the_installed_hook():
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report == {
-        "registered": True, "imported_early": False, "shape": [4, 4], "type": "torch",
-        "spec_id": "GenesisMultiGPU-v0", "genesis_in_parent": False, "workers": ["cpu", "cpu"],
+        "registered": True,
+        "imported_early": False,
+        "shape": [4, 4],
+        "type": "torch",
+        "spec_id": "GenesisMultiGPU-v0",
+        "genesis_in_parent": False,
+        "workers": ["cpu", "cpu"],
     }

@@ -22,8 +22,13 @@ needs_rsl_rl = pytest.mark.skipif(
 NUM_ENVS = 8
 MAX_STEPS = 20
 SEED = 0
-ENV_KWARGS = {"task": "cartpole", "backend": "cpu", "num_workers": 1, "seed": SEED,
-              "task_kwargs": {"max_episode_steps": MAX_STEPS}}
+ENV_KWARGS = {
+    "task": "cartpole",
+    "backend": "cpu",
+    "num_workers": 1,
+    "seed": SEED,
+    "task_kwargs": {"max_episode_steps": MAX_STEPS},
+}
 
 
 def train_cfg(num_steps_per_env: int = 16) -> dict:
@@ -169,7 +174,7 @@ def test_make_refuses_other_modes():
 
     with pytest.raises(ValueError, match="output must be 'torch'"):
         RslRlVecEnv.make(4, output="numpy", backend="cpu")
-    with pytest.raises(ValueError, match="autoreset_mode must be AutoresetMode.SAME_STEP"):
+    with pytest.raises(ValueError, match=r"autoreset_mode must be AutoresetMode\.SAME_STEP"):
         RslRlVecEnv.make(4, autoreset_mode="next_step", backend="cpu")
-    with pytest.raises(TypeError, match="expected a gs_gym.GenesisVectorEnv"):
+    with pytest.raises(TypeError, match=r"expected a gs_gym\.GenesisVectorEnv"):
         RslRlVecEnv(object())

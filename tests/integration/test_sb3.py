@@ -14,15 +14,15 @@ import pytest
 
 pytest.importorskip("stable_baselines3", reason='needs the sb3 extra: pip install "gs-gym[sb3]"')
 
-import gymnasium as gym  # noqa: E402
-from gymnasium.vector import AutoresetMode  # noqa: E402
-from stable_baselines3.common.monitor import Monitor  # noqa: E402
-from stable_baselines3.common.vec_env import VecCheckNan, VecEnv, VecMonitor, VecNormalize  # noqa: E402
+import gymnasium as gym
+from gymnasium.vector import AutoresetMode
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.vec_env import VecCheckNan, VecEnv, VecMonitor, VecNormalize
 
-from gs_gym import GenesisVectorEnv  # noqa: E402
-from gs_gym.adapters.sb3 import Sb3VecEnv  # noqa: E402
-from gs_gym.transport.protocol import Command  # noqa: E402
-from gs_gym.vector.sharding import split_envs  # noqa: E402
+from gs_gym import GenesisVectorEnv
+from gs_gym.adapters.sb3 import Sb3VecEnv
+from gs_gym.transport.protocol import Command
+from gs_gym.vector.sharding import split_envs
 
 NUM_ENVS = 8
 MAX_STEPS = 20
@@ -78,7 +78,7 @@ def test_vecenv_contract(adapter):
         assert isinstance(rewards, np.ndarray) and rewards.shape == (NUM_ENVS,) and rewards.dtype == np.float32
         assert isinstance(dones, np.ndarray) and dones.shape == (NUM_ENVS,) and dones.dtype == np.bool_
         assert isinstance(infos, list) and len(infos) == NUM_ENVS and all(isinstance(i, dict) for i in infos)
-        for done, info in zip(dones, infos):
+        for done, info in zip(dones, infos, strict=True):
             assert ("terminal_observation" in info) == bool(done)
             if done:
                 terminal = info["terminal_observation"]
@@ -209,12 +209,22 @@ def test_ppo_improves_on_cartpole():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the worker takes the other core
     env = VecMonitor(
-        Sb3VecEnv.make(16, task="cartpole", backend="cpu", num_workers=1, seed=0,
-                       task_kwargs={"max_episode_steps": 200})
+        Sb3VecEnv.make(
+            16, task="cartpole", backend="cpu", num_workers=1, seed=0, task_kwargs={"max_episode_steps": 200}
+        )
     )
     try:
-        model = PPO("MlpPolicy", env, n_steps=128, batch_size=256, n_epochs=5, learning_rate=1e-3, seed=0,
-                    policy_kwargs={"net_arch": [64, 64]}, verbose=0)
+        model = PPO(
+            "MlpPolicy",
+            env,
+            n_steps=128,
+            batch_size=256,
+            n_epochs=5,
+            learning_rate=1e-3,
+            seed=0,
+            policy_kwargs={"net_arch": [64, 64]},
+            verbose=0,
+        )
         initial = _mean_return(model, env)
         start = time.perf_counter()
         model.learn(total_timesteps=24_576)
@@ -234,9 +244,9 @@ def test_ppo_improves_on_cartpole():
 def test_make_refuses_other_modes():
     with pytest.raises(ValueError, match="output must be 'numpy'"):
         Sb3VecEnv.make(4, output="torch", backend="cpu")
-    with pytest.raises(ValueError, match="autoreset_mode must be AutoresetMode.SAME_STEP"):
+    with pytest.raises(ValueError, match=r"autoreset_mode must be AutoresetMode\.SAME_STEP"):
         Sb3VecEnv.make(4, autoreset_mode=AutoresetMode.NEXT_STEP, backend="cpu")
-    with pytest.raises(TypeError, match="expected a gs_gym.GenesisVectorEnv"):
+    with pytest.raises(TypeError, match=r"expected a gs_gym\.GenesisVectorEnv"):
         Sb3VecEnv(object())
 
 
@@ -297,8 +307,10 @@ def test_indices_map_to_workers():
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"output": "torch"}, "output='numpy', got output='torch'"),
-     ({"autoreset_mode": AutoresetMode.NEXT_STEP}, "autoreset_mode=AutoresetMode.SAME_STEP, got")],
+    [
+        ({"output": "torch"}, "output='numpy', got output='torch'"),
+        ({"autoreset_mode": AutoresetMode.NEXT_STEP}, "autoreset_mode=AutoresetMode.SAME_STEP, got"),
+    ],
 )
 def test_existing_env_with_wrong_mode_is_refused(kwargs, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):

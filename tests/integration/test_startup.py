@@ -117,7 +117,9 @@ def test_statuses_do_not_extend_the_build_timeout():
 
 def test_a_crash_after_a_status_is_reported_at_once():
     recorder = Recorder()
-    with pytest.raises(WorkerCrashedError, match=r"^worker 0 \(cpu\): worker process \d+ exited with code 3 during build"):
+    with pytest.raises(
+        WorkerCrashedError, match=r"^worker 0 \(cpu\): worker process \d+ exited with code 3 during build"
+    ):
         WorkerPool(launches(1, stand_in_factory(STAGES[:1], then="exit")), build_timeout=120.0, progress=recorder)
     assert recorder.displays[0].shown == [("worker 0 (cpu)", "importing genesis"), ("worker 0 (cpu)", STOPPED)]
 
@@ -162,12 +164,12 @@ def test_quiet_build_shows_nothing_and_genesis_stays_at_warning(capsys, caplog):
 
 
 def test_in_process_build_shows_the_same_stages(capsys):
-    message = "worker 0 (in-process): RuntimeError: faulty-cartpole: injected build fault at build (env_offset 0) " \
+    message = (
+        "worker 0 (in-process): RuntimeError: faulty-cartpole: injected build fault at build (env_offset 0) "
         "(during build)"
+    )
     with pytest.raises(BuildError, match=f"^{re.escape(message)}$"):
-        GenesisVectorEnv(
-            2, FaultyCartPole, backend="cpu", num_workers=0, verbose=True, task_kwargs={"fault": "build"}
-        )
+        GenesisVectorEnv(2, FaultyCartPole, backend="cpu", num_workers=0, verbose=True, task_kwargs={"fault": "build"})
     shown = [line for line in capsys.readouterr().err.splitlines() if line.startswith("gs_gym")]
     assert shown == [
         NOTICE,

@@ -35,18 +35,30 @@ def load_example():
 def trained(tmp_path_factory):
     train_ppo = load_example()
     out_dir = tmp_path_factory.mktemp("ppo")
-    args = train_ppo.parse_args([
-        "--task", "cartpole",
-        "--backend", "cpu",
-        "--num-envs", str(NUM_ENVS),
-        "--num-workers", "1",
-        "--num-steps", str(NUM_STEPS),
-        "--total-timesteps", str(ITERATIONS * NUM_ENVS * NUM_STEPS),
-        "--random-steps", "200",
-        "--return-window", str(RETURN_WINDOW),
-        "--seed", "0",
-        "--out-dir", str(out_dir),
-    ])
+    args = train_ppo.parse_args(
+        [
+            "--task",
+            "cartpole",
+            "--backend",
+            "cpu",
+            "--num-envs",
+            str(NUM_ENVS),
+            "--num-workers",
+            "1",
+            "--num-steps",
+            str(NUM_STEPS),
+            "--total-timesteps",
+            str(ITERATIONS * NUM_ENVS * NUM_STEPS),
+            "--random-steps",
+            "200",
+            "--return-window",
+            str(RETURN_WINDOW),
+            "--seed",
+            "0",
+            "--out-dir",
+            str(out_dir),
+        ]
+    )
     return train_ppo, train_ppo.train(args), out_dir
 
 

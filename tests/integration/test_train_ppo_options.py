@@ -109,14 +109,42 @@ def test_generic_defaults_are_unchanged():
 
 
 def test_command_line_flags_override_the_preset():
-    args = tp.parse_args([
-        "--num-envs", "8", "--task", "go2-walk", "--backend", "cpu", "--ent-coef", "0", "--lr-schedule", "constant",
-        "--hidden-sizes", "32", "16", "--norm-obs", "true", "--total-timesteps", "256", "--eval-steps", "8",
-        "--task-kwargs", '{"lin_vel_x_range": [1.0, 1.0], "max_episode_steps": 100}',
-    ])
-    expected = dict(GO2_EXPECTED, num_envs=8, ent_coef=0.0, lr_schedule="constant", hidden_sizes=[32, 16],
-                    norm_obs=True, total_timesteps=256, eval_steps=8,
-                    task_kwargs={**GO2_COMMANDS, "lin_vel_x_range": [1.0, 1.0], "max_episode_steps": 100})
+    args = tp.parse_args(
+        [
+            "--num-envs",
+            "8",
+            "--task",
+            "go2-walk",
+            "--backend",
+            "cpu",
+            "--ent-coef",
+            "0",
+            "--lr-schedule",
+            "constant",
+            "--hidden-sizes",
+            "32",
+            "16",
+            "--norm-obs",
+            "true",
+            "--total-timesteps",
+            "256",
+            "--eval-steps",
+            "8",
+            "--task-kwargs",
+            '{"lin_vel_x_range": [1.0, 1.0], "max_episode_steps": 100}',
+        ]
+    )
+    expected = dict(
+        GO2_EXPECTED,
+        num_envs=8,
+        ent_coef=0.0,
+        lr_schedule="constant",
+        hidden_sizes=[32, 16],
+        norm_obs=True,
+        total_timesteps=256,
+        eval_steps=8,
+        task_kwargs={**GO2_COMMANDS, "lin_vel_x_range": [1.0, 1.0], "max_episode_steps": 100},
+    )
     assert picked(args, expected) == expected
 
 
@@ -146,8 +174,10 @@ def test_lr_schedule_follows_anneal_lr_unless_given():
         (["--hidden-sizes", "64", "0"], "--hidden-sizes must be positive, got [64, 0]"),
         (["--eval-steps", "-1"], "--eval-steps must be >= 0, got -1"),
         (["--max-train-time", "0"], "--max-train-time must be > 0, got 0.0"),
-        (["--task", "go2-walk", "--num-envs", "5", "--num-steps", "3"],
-         "num_envs * num_steps (15) must be divisible by num_minibatches (4)"),
+        (
+            ["--task", "go2-walk", "--num-envs", "5", "--num-steps", "3"],
+            "num_envs * num_steps (15) must be divisible by num_minibatches (4)",
+        ),
     ],
 )
 def test_bad_options_are_named(argv, message, capsys):
@@ -215,11 +245,24 @@ def test_int_hidden_size_builds_the_same_agent_as_before():
     legacy = tp.Agent(4, 1, 64, 0.0)
     torch.manual_seed(0)
     explicit = tp.Agent(4, 1, [64, 64], 0.0, "tanh")
-    assert list(legacy.state_dict()) == ["actor_logstd", "critic.0.weight", "critic.0.bias", "critic.2.weight",
-                                         "critic.2.bias", "critic.4.weight", "critic.4.bias", "actor_mean.0.weight",
-                                         "actor_mean.0.bias", "actor_mean.2.weight", "actor_mean.2.bias",
-                                         "actor_mean.4.weight", "actor_mean.4.bias"]
-    assert all(torch.equal(a, b) for a, b in zip(legacy.state_dict().values(), explicit.state_dict().values()))
+    assert list(legacy.state_dict()) == [
+        "actor_logstd",
+        "critic.0.weight",
+        "critic.0.bias",
+        "critic.2.weight",
+        "critic.2.bias",
+        "critic.4.weight",
+        "critic.4.bias",
+        "actor_mean.0.weight",
+        "actor_mean.0.bias",
+        "actor_mean.2.weight",
+        "actor_mean.2.bias",
+        "actor_mean.4.weight",
+        "actor_mean.4.bias",
+    ]
+    assert all(
+        torch.equal(a, b) for a, b in zip(legacy.state_dict().values(), explicit.state_dict().values(), strict=True)
+    )
     assert isinstance(legacy.critic[1], torch.nn.Tanh)
 
 
@@ -237,17 +280,38 @@ def test_checkpoint_round_trip_with_a_preset(tmp_path):
     agent = tp.Agent(45, 12, args.hidden_sizes, args.init_log_std, args.activation)
     norm = tp.ObsNormalizer((45,), torch.device("cpu"), enabled=args.norm_obs)
     path = tmp_path / tp.CHECKPOINT_NAME
-    torch.save({"agent": agent.state_dict(), "obs_normalizer": norm.state_dict(), "obs_clip": norm.clip,
-                "obs_norm": norm.enabled, "args": vars(args), "obs_shape": (45,), "act_shape": (12,)}, path)
+    torch.save(
+        {
+            "agent": agent.state_dict(),
+            "obs_normalizer": norm.state_dict(),
+            "obs_clip": norm.clip,
+            "obs_norm": norm.enabled,
+            "args": vars(args),
+            "obs_shape": (45,),
+            "act_shape": (12,),
+        },
+        path,
+    )
     loaded, loaded_norm = tp.load_checkpoint(path)
     assert loaded.hidden_sizes == (512, 256, 128) and isinstance(loaded.actor_mean[1], torch.nn.ELU)
-    assert all(torch.equal(a, b) for a, b in zip(agent.state_dict().values(), loaded.state_dict().values()))
+    assert all(
+        torch.equal(a, b) for a, b in zip(agent.state_dict().values(), loaded.state_dict().values(), strict=True)
+    )
     assert not loaded_norm.enabled
     # a checkpoint without the new fields (older train_ppo, or ddp_ppo.py) loads as before
     legacy_args = {"hidden_size": 64, "hidden_sizes": None}
     legacy = tp.Agent(4, 1, 64)
-    torch.save({"agent": legacy.state_dict(), "obs_normalizer": tp.ObsNormalizer((4,), "cpu").state_dict(),
-                "obs_clip": 10.0, "args": legacy_args, "obs_shape": (4,), "act_shape": (1,)}, path)
+    torch.save(
+        {
+            "agent": legacy.state_dict(),
+            "obs_normalizer": tp.ObsNormalizer((4,), "cpu").state_dict(),
+            "obs_clip": 10.0,
+            "args": legacy_args,
+            "obs_shape": (4,),
+            "act_shape": (1,),
+        },
+        path,
+    )
     loaded, loaded_norm = tp.load_checkpoint(path)
     assert loaded.hidden_sizes == (64, 64) and isinstance(loaded.critic[1], torch.nn.Tanh) and loaded_norm.enabled
 
@@ -279,9 +343,18 @@ def test_task_metrics_are_weighted_by_worker_env_counts():
 
 def test_summary_line():
     evaluation = {
-        "steps": 250, "num_envs": 4096, "last_half_from_step": 126, "terminated": 3,
-        "task_metrics_last_half": {"forward_vel": 0.4912, "lateral_vel": -0.011, "yaw_rate": 0.02,
-                                   "command_forward_vel": 0.5, "tracking_error": 0.061, "base_height": 0.297},
+        "steps": 250,
+        "num_envs": 4096,
+        "last_half_from_step": 126,
+        "terminated": 3,
+        "task_metrics_last_half": {
+            "forward_vel": 0.4912,
+            "lateral_vel": -0.011,
+            "yaw_rate": 0.02,
+            "command_forward_vel": 0.5,
+            "tracking_error": 0.061,
+            "base_height": 0.297,
+        },
     }
     assert tp.summary_line("go2-walk", evaluation, 18.25, -0.71) == (
         "go2-walk: forward velocity 0.49 m/s (command 0.50), lateral velocity -0.01 m/s, yaw rate 0.02 rad/s, "

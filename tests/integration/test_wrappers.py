@@ -36,8 +36,16 @@ def numpy_env():
 
     def get(mode: str) -> GenesisVectorEnv:
         if mode not in built:
-            built[mode] = GenesisVectorEnv(NUM_ENVS, "cartpole", backend="cpu", num_workers=0, seed=0,
-                                           output="numpy", autoreset_mode=mode, task_kwargs=TASK_KWARGS)
+            built[mode] = GenesisVectorEnv(
+                NUM_ENVS,
+                "cartpole",
+                backend="cpu",
+                num_workers=0,
+                seed=0,
+                output="numpy",
+                autoreset_mode=mode,
+                task_kwargs=TASK_KWARGS,
+            )
         return built[mode]
 
     yield get
@@ -66,10 +74,19 @@ class Recorder(VectorWrapper):
 
     def step(self, actions):
         obs, rewards, terminated, truncated, info = self.env.step(actions)
-        host = lambda x: x.detach().cpu().numpy().copy() if isinstance(x, torch.Tensor) else np.array(x)
-        self.steps.append({"obs": host(obs), "rewards": host(rewards), "terminated": host(terminated),
-                           "truncated": host(truncated),
-                           "final_obs": host(info["final_obs"]) if "final_obs" in info else None})
+
+        def host(x):
+            return x.detach().cpu().numpy().copy() if isinstance(x, torch.Tensor) else np.array(x)
+
+        self.steps.append(
+            {
+                "obs": host(obs),
+                "rewards": host(rewards),
+                "terminated": host(terminated),
+                "truncated": host(truncated),
+                "final_obs": host(info["final_obs"]) if "final_obs" in info else None,
+            }
+        )
         return obs, rewards, terminated, truncated, info
 
 
@@ -99,8 +116,13 @@ class ScriptedEnv(VectorEnv):
 
     def step(self, actions):
         t, self.t = self.t, self.t + 1
-        return (self._obs(), self._out(self.rewards[t]), self._out(self.terminated[t]),
-                self._out(self.truncated[t]), {})
+        return (
+            self._obs(),
+            self._out(self.rewards[t]),
+            self._out(self.terminated[t]),
+            self._out(self.truncated[t]),
+            {},
+        )
 
 
 def scripted_data(steps: int = 60, num_envs: int = 5, seed: int = 0):
@@ -183,6 +205,7 @@ def no_host_sync():
     def refuse(name):
         def method(*args, **kwargs):
             raise AssertionError(f"host sync: Tensor.{name} called")
+
         return method
 
     for name in names:
@@ -224,9 +247,9 @@ def test_torch_wrappers_step_without_host_sync(mode):
 
 def test_torch_wrappers_refuse_numpy_outputs():
     env = ScriptedEnv(*scripted_data(), AutoresetMode.NEXT_STEP, "numpy")
-    with pytest.raises(TypeError, match="gymnasium.wrappers.vector.RecordEpisodeStatistics"):
+    with pytest.raises(TypeError, match=r"gymnasium\.wrappers\.vector\.RecordEpisodeStatistics"):
         TorchRecordEpisodeStatistics(env).step(np.zeros((5, 1)))
-    with pytest.raises(TypeError, match="gymnasium.wrappers.vector.NormalizeObservation"):
+    with pytest.raises(TypeError, match=r"gymnasium\.wrappers\.vector\.NormalizeObservation"):
         TorchNormalizeObservation(env).reset()
 
 
@@ -360,8 +383,14 @@ def test_legacy_final_info_torch_genesis(shared_env):
 
 def test_legacy_final_info_gymnasium_sync_env():
     """Gymnasium's SyncVectorEnv reports final_obs as an object array (None where not done): same result."""
-    recorder = Recorder(gym.make_vec("CartPole-v1", num_envs=NUM_ENVS, vectorization_mode="sync",
-                                     vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}))
+    recorder = Recorder(
+        gym.make_vec(
+            "CartPole-v1",
+            num_envs=NUM_ENVS,
+            vectorization_mode="sync",
+            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+        )
+    )
     # the recorder's host copy of an object array keeps the per-env rows
     envs = LegacyFinalInfo(RecordEpisodeStatistics(recorder))
     envs.reset(seed=9)
@@ -375,5 +404,5 @@ def test_legacy_final_info_gymnasium_sync_env():
 
 def test_legacy_final_info_refuses_next_step():
     env = ScriptedEnv(*scripted_data(), AutoresetMode.NEXT_STEP, "numpy")
-    with pytest.raises(ValueError, match="must use AutoresetMode.SAME_STEP"):
+    with pytest.raises(ValueError, match=r"must use AutoresetMode\.SAME_STEP"):
         LegacyFinalInfo(env)

@@ -250,7 +250,12 @@ def test_metrics_average_velocities_command_error_and_height(task):
     task.commands[:, 0] = 0.5
     metrics = task.metrics()
     assert list(metrics) == [
-        "forward_vel", "lateral_vel", "yaw_rate", "command_forward_vel", "tracking_error", "base_height"
+        "forward_vel",
+        "lateral_vel",
+        "yaw_rate",
+        "command_forward_vel",
+        "tracking_error",
+        "base_height",
     ]
     assert all(type(value) is float for value in metrics.values())
     expected = {
@@ -276,11 +281,32 @@ def test_train_ppo_smoke_run_with_the_go2_preset(tmp_path):
         sys.modules[name] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(sys.modules[name])
     train_ppo = sys.modules[name]
-    args = train_ppo.parse_args([
-        "--task", "go2-walk", "--backend", "cpu", "--num-envs", str(NUM_ENVS), "--num-workers", "0",
-        "--num-steps", "8", "--total-timesteps", str(2 * NUM_ENVS * 8), "--random-steps", "4", "--eval-steps", "6",
-        "--task-kwargs", json.dumps({"randomization": RANDOMIZATION}), "--seed", "0", "--out-dir", str(tmp_path),
-    ])
+    args = train_ppo.parse_args(
+        [
+            "--task",
+            "go2-walk",
+            "--backend",
+            "cpu",
+            "--num-envs",
+            str(NUM_ENVS),
+            "--num-workers",
+            "0",
+            "--num-steps",
+            "8",
+            "--total-timesteps",
+            str(2 * NUM_ENVS * 8),
+            "--random-steps",
+            "4",
+            "--eval-steps",
+            "6",
+            "--task-kwargs",
+            json.dumps({"randomization": RANDOMIZATION}),
+            "--seed",
+            "0",
+            "--out-dir",
+            str(tmp_path),
+        ]
+    )
     assert args.task_kwargs["lin_vel_x_range"] == (0.5, 0.5) and args.hidden_sizes == [512, 256, 128]
     result = train_ppo.train(args)
 

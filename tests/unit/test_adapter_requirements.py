@@ -23,13 +23,25 @@ def unbuilt_env(output: str, mode: AutoresetMode) -> GenesisVectorEnv:
 @pytest.mark.parametrize(
     ("venv", "error", "message"),
     [
-        ("not an env", TypeError, "Sb3VecEnv: expected a gs_gym.GenesisVectorEnv, got str (pass the unwrapped vector "
-         "env, or use Sb3VecEnv.make(num_envs, ...))"),
-        (unbuilt_env("torch", AutoresetMode.SAME_STEP), ValueError, "Sb3VecEnv: the GenesisVectorEnv must be built "
-         "with output='numpy', got output='torch' (SB3 works on numpy arrays; or use Sb3VecEnv.make(num_envs, ...))"),
-        (unbuilt_env("numpy", AutoresetMode.NEXT_STEP), ValueError, "Sb3VecEnv: the GenesisVectorEnv must be built "
-         "with autoreset_mode=AutoresetMode.SAME_STEP, got AutoresetMode.NEXT_STEP (SB3 wants it; or use "
-         "Sb3VecEnv.make(num_envs, ...))"),
+        (
+            "not an env",
+            TypeError,
+            "Sb3VecEnv: expected a gs_gym.GenesisVectorEnv, got str (pass the unwrapped vector "
+            "env, or use Sb3VecEnv.make(num_envs, ...))",
+        ),
+        (
+            unbuilt_env("torch", AutoresetMode.SAME_STEP),
+            ValueError,
+            "Sb3VecEnv: the GenesisVectorEnv must be built "
+            "with output='numpy', got output='torch' (SB3 works on numpy arrays; or use Sb3VecEnv.make(num_envs, ...))",
+        ),
+        (
+            unbuilt_env("numpy", AutoresetMode.NEXT_STEP),
+            ValueError,
+            "Sb3VecEnv: the GenesisVectorEnv must be built "
+            "with autoreset_mode=AutoresetMode.SAME_STEP, got AutoresetMode.NEXT_STEP (SB3 wants it; or use "
+            "Sb3VecEnv.make(num_envs, ...))",
+        ),
     ],
 )
 def test_check_venv_names_what_is_wrong(venv, error, message):
@@ -44,7 +56,9 @@ def test_check_venv_accepts_a_fitting_env():
 @pytest.mark.parametrize("mode", [AutoresetMode.SAME_STEP, "SameStep", "SAME_STEP", "same_step"])
 def test_make_kwargs_sets_output_and_mode(mode):
     assert SB3_LIKE.make_kwargs({"seed": 3, "autoreset_mode": mode}) == {
-        "seed": 3, "output": "numpy", "autoreset_mode": AutoresetMode.SAME_STEP,
+        "seed": 3,
+        "output": "numpy",
+        "autoreset_mode": AutoresetMode.SAME_STEP,
     }
 
 
@@ -52,8 +66,10 @@ def test_make_kwargs_sets_output_and_mode(mode):
     ("kwargs", "message"),
     [
         ({"output": "torch"}, "Sb3VecEnv.make: output must be 'numpy' (SB3 works on numpy arrays), got 'torch'"),
-        ({"autoreset_mode": "next_step"},
-         "Sb3VecEnv.make: autoreset_mode must be AutoresetMode.SAME_STEP (SB3 wants it), got 'next_step'"),
+        (
+            {"autoreset_mode": "next_step"},
+            "Sb3VecEnv.make: autoreset_mode must be AutoresetMode.SAME_STEP (SB3 wants it), got 'next_step'",
+        ),
     ],
 )
 def test_make_kwargs_refuses_other_settings(kwargs, message):

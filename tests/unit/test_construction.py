@@ -15,31 +15,70 @@ from gs_gym.tasks.cartpole import CartPole
     [
         ({"num_envs": 0}, ValueError, "num_envs: expected a positive int, got 0"),
         ({"num_envs": 4, "backend": "tpu"}, ValueError, "backend: expected one of ['gpu', 'cpu'], got 'tpu'"),
-        ({"num_envs": 4, "backend": "cpu", "output": "jax"}, ValueError,
-         "output: expected one of ['torch', 'numpy', 'shards'], got 'jax'"),
-        ({"num_envs": 4, "task": "pong"}, ValueError, f"task: unknown task 'pong'; expected one of {available_tasks()}"),
-        ({"num_envs": 4, "backend": "cpu", "spin_wait_us": -1}, ValueError,
-         "spin_wait_us: expected a number of microseconds >= 0, got -1"),
-        ({"num_envs": 4, "backend": "cpu", "spin_wait_us": "fast"}, ValueError,
-         "spin_wait_us: expected a number of microseconds >= 0, got 'fast'"),
-        ({"num_envs": 4, "backend": "cpu", "task_kwargs": {"pole_lenght": 2.0}}, ValueError,
-         "task_kwargs: unknown option(s) ['pole_lenght'] for task 'cartpole'; expected some of "
-         f"{sorted(f for f in CartPole.config_class.__dataclass_fields__)}"),
-        ({"num_envs": 4, "backend": "cpu", "num_workers": -1}, ValueError,
-         "num_workers: expected an int >= 0 (0 runs in-process), got -1"),
-        ({"num_envs": 2, "backend": "cpu", "num_workers": 3}, ValueError,
-         "num_envs: expected at least one env per worker (3 workers), got 2"),
-        ({"num_envs": 4, "backend": "cpu", "devices": [0]}, ValueError,
-         "devices: only meaningful with backend='gpu', got devices=[0]"),
-        ({"num_envs": 4, "backend": "cpu", "render_mode": "human"}, ValueError,
-         "render_mode: task 'cartpole' supports [], got 'human'"),
-        ({"num_envs": 4, "backend": "cpu", "autoreset_mode": "sometimes"}, ValueError,
-         "autoreset_mode: expected one of ['NextStep', 'SameStep', 'Disabled'], got 'sometimes'"),
-        ({"num_envs": 4, "backend": "cpu", "verbose": "yes"}, TypeError,
-         "verbose: expected True, False or None (when stderr is a terminal), got 'yes'"),
-        ({"num_envs": 4, "backend": "cpu", "genesis_logging_level": "loud"}, ValueError,
-         ("genesis_logging_level: expected one of ['debug', 'info', 'warning', 'error', 'critical'], a logging "
-          "level number or None, got 'loud'")),
+        (
+            {"num_envs": 4, "backend": "cpu", "output": "jax"},
+            ValueError,
+            "output: expected one of ['torch', 'numpy', 'shards'], got 'jax'",
+        ),
+        (
+            {"num_envs": 4, "task": "pong"},
+            ValueError,
+            f"task: unknown task 'pong'; expected one of {available_tasks()}",
+        ),
+        (
+            {"num_envs": 4, "backend": "cpu", "spin_wait_us": -1},
+            ValueError,
+            "spin_wait_us: expected a number of microseconds >= 0, got -1",
+        ),
+        (
+            {"num_envs": 4, "backend": "cpu", "spin_wait_us": "fast"},
+            ValueError,
+            "spin_wait_us: expected a number of microseconds >= 0, got 'fast'",
+        ),
+        (
+            {"num_envs": 4, "backend": "cpu", "task_kwargs": {"pole_lenght": 2.0}},
+            ValueError,
+            "task_kwargs: unknown option(s) ['pole_lenght'] for task 'cartpole'; expected some of "
+            f"{sorted(f for f in CartPole.config_class.__dataclass_fields__)}",
+        ),
+        (
+            {"num_envs": 4, "backend": "cpu", "num_workers": -1},
+            ValueError,
+            "num_workers: expected an int >= 0 (0 runs in-process), got -1",
+        ),
+        (
+            {"num_envs": 2, "backend": "cpu", "num_workers": 3},
+            ValueError,
+            "num_envs: expected at least one env per worker (3 workers), got 2",
+        ),
+        (
+            {"num_envs": 4, "backend": "cpu", "devices": [0]},
+            ValueError,
+            "devices: only meaningful with backend='gpu', got devices=[0]",
+        ),
+        (
+            {"num_envs": 4, "backend": "cpu", "render_mode": "human"},
+            ValueError,
+            "render_mode: task 'cartpole' supports [], got 'human'",
+        ),
+        (
+            {"num_envs": 4, "backend": "cpu", "autoreset_mode": "sometimes"},
+            ValueError,
+            "autoreset_mode: expected one of ['NextStep', 'SameStep', 'Disabled'], got 'sometimes'",
+        ),
+        (
+            {"num_envs": 4, "backend": "cpu", "verbose": "yes"},
+            TypeError,
+            "verbose: expected True, False or None (when stderr is a terminal), got 'yes'",
+        ),
+        (
+            {"num_envs": 4, "backend": "cpu", "genesis_logging_level": "loud"},
+            ValueError,
+            (
+                "genesis_logging_level: expected one of ['debug', 'info', 'warning', 'error', 'critical'], a logging "
+                "level number or None, got 'loud'"
+            ),
+        ),
     ],
 )
 def test_bad_arguments_are_named(kwargs, error, message):

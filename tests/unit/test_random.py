@@ -55,7 +55,7 @@ def test_streams_do_not_depend_on_how_envs_are_split():
         expected = [whole.uniform(draw_mask, (3,)), whole.normal(draw_mask, (2, 2))]
         got_left = [left.uniform(draw_mask[:4], (3,)), left.normal(draw_mask[:4], (2, 2))]
         got_right = [right.uniform(draw_mask[4:], (3,)), right.normal(draw_mask[4:], (2, 2))]
-        for e, a, b in zip(expected, got_left, got_right):
+        for e, a, b in zip(expected, got_left, got_right, strict=True):
             assert torch.equal(torch.cat([a, b]), e)
 
 

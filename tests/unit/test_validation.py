@@ -19,11 +19,18 @@ def test_actions_are_converted_to_float32_tensors():
         (torch.zeros(3, 2), ValueError, "actions: expected shape (3, 1), got (3, 2)"),
         (torch.zeros(3), ValueError, "actions: expected shape (3, 1), got (3,)"),
         (np.zeros((2, 1), dtype=np.float32), ValueError, "actions: expected shape (3, 1), got (2, 1)"),
-        (torch.zeros(3, 1, dtype=torch.bool), ValueError, "actions: expected a real-valued tensor, got dtype torch.bool"),
+        (
+            torch.zeros(3, 1, dtype=torch.bool),
+            ValueError,
+            "actions: expected a real-valued tensor, got dtype torch.bool",
+        ),
         (np.array([["a"], ["b"], ["c"]]), ValueError, "actions: expected a real-valued array, got dtype <U1"),
         ("left", TypeError, "actions: expected a torch.Tensor or numpy.ndarray, got str"),
-        (torch.tensor([[0.0], [float("nan")], [float("inf")]]), ValueError,
-         "actions: expected finite values, got NaN or inf for env(s) [1, 2]"),
+        (
+            torch.tensor([[0.0], [float("nan")], [float("inf")]]),
+            ValueError,
+            "actions: expected finite values, got NaN or inf for env(s) [1, 2]",
+        ),
     ],
 )
 def test_bad_actions_are_named(actions, error, message):
@@ -56,13 +63,22 @@ def test_reset_masks():
     np.testing.assert_array_equal(check_reset_mask({"reset_mask": torch.tensor([True, False])}, 2), [True, False])
     cases = [
         ({"reset_mask": np.array([1, 0])}, TypeError, "options['reset_mask']: expected dtype bool, got int64"),
-        ({"reset_mask": torch.tensor([1, 0])}, TypeError,
-         "options['reset_mask']: expected dtype torch.bool, got torch.int64"),
-        ({"reset_mask": [True, False]}, TypeError,
-         "options['reset_mask']: expected a numpy or torch bool array, got list"),
+        (
+            {"reset_mask": torch.tensor([1, 0])},
+            TypeError,
+            "options['reset_mask']: expected dtype torch.bool, got torch.int64",
+        ),
+        (
+            {"reset_mask": [True, False]},
+            TypeError,
+            "options['reset_mask']: expected a numpy or torch bool array, got list",
+        ),
         ({"reset_mask": np.array([True])}, ValueError, "options['reset_mask']: expected shape (2,), got (1,)"),
-        ({"reset_mask": np.array([False, False])}, ValueError,
-         "options['reset_mask']: expected at least one True entry, got none"),
+        (
+            {"reset_mask": np.array([False, False])},
+            ValueError,
+            "options['reset_mask']: expected at least one True entry, got none",
+        ),
         ({"mask": np.array([True, True])}, ValueError, "options: unknown key(s) ['mask']; expected only 'reset_mask'"),
     ]
     for options, error, message in cases:

@@ -81,8 +81,15 @@ def test_genesis_level_follows_the_gs_gym_logger(monkeypatch):
 
 @pytest.mark.parametrize(
     ("level", "name"),
-    [("INFO", "info"), ("warning", "warning"), (logging.DEBUG, "debug"), (15, "debug"), (0, "debug"),
-     (logging.ERROR + 5, "error"), (100, "critical")],
+    [
+        ("INFO", "info"),
+        ("warning", "warning"),
+        (logging.DEBUG, "debug"),
+        (15, "debug"),
+        (0, "debug"),
+        (logging.ERROR + 5, "error"),
+        (100, "critical"),
+    ],
 )
 def test_genesis_level_by_name_or_number(level, name):
     assert resolve_genesis_logging_level(level) == name
