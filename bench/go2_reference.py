@@ -88,9 +88,7 @@ class Go2ReferenceEnv:
             show_viewer=False,
         )
         self.scene.add_entity(gs.morphs.URDF(file="urdf/plane/plane.urdf", fixed=True))
-        self.robot = self.scene.add_entity(
-            gs.morphs.URDF(file=c.urdf, pos=c.base_init_pos, quat=(1.0, 0.0, 0.0, 0.0))
-        )
+        self.robot = self.scene.add_entity(gs.morphs.URDF(file=c.urdf, pos=c.base_init_pos, quat=(1.0, 0.0, 0.0, 0.0)))
         self.scene.build(n_envs=num_envs)
 
         # The motors in the config's joint order, as dof indices (control, reads) and qpos indices (resets).
@@ -283,8 +281,14 @@ def go2_walk_formulas(env: Go2ReferenceEnv) -> tuple[torch.Tensor, torch.Tensor,
     dof_pos, dof_vel = robot.get_dofs_position(env.motor_dofs), robot.get_dofs_velocity(env.motor_dofs)
     scale = torch.tensor((c.obs_scale_lin_vel, c.obs_scale_lin_vel, c.obs_scale_ang_vel), device=env.device)
     obs = torch.cat(
-        [ang_vel * c.obs_scale_ang_vel, gravity, env.commands * scale,
-         (dof_pos - env.default_dof_pos) * c.obs_scale_dof_pos, dof_vel * c.obs_scale_dof_vel, env.actions],
+        [
+            ang_vel * c.obs_scale_ang_vel,
+            gravity,
+            env.commands * scale,
+            (dof_pos - env.default_dof_pos) * c.obs_scale_dof_pos,
+            dof_vel * c.obs_scale_dof_vel,
+            env.actions,
+        ],
         dim=1,
     ).clamp(-c.obs_clip, c.obs_clip)
     terms = {
@@ -332,13 +336,25 @@ def main() -> None:
     parser.add_argument("--backend", default="cpu", choices=("cpu", "gpu"), help="Genesis backend")
     parser.add_argument("--n-envs", type=int, default=16, help="envs in the scene")
     parser.add_argument("--steps", type=int, default=30, help="steps compared after the reset, with small actions")
-    parser.add_argument("--action-scale", type=float, default=0.5,
-                        help="those steps' random actions are uniform in +-this (small: no robot falls)")
-    parser.add_argument("--fall-steps", type=int, default=60,
-                        help="then steps with actions over the whole action box, so that robots fall and reset")
-    parser.add_argument("--resampling-time-s", type=float, default=0.1,
-                        help="go2-walk's resampling_time_s for the check (its default, 10 s, would not show the "
-                             "redrawing of commands within the check; every other setting is the default)")
+    parser.add_argument(
+        "--action-scale",
+        type=float,
+        default=0.5,
+        help="those steps' random actions are uniform in +-this (small: no robot falls)",
+    )
+    parser.add_argument(
+        "--fall-steps",
+        type=int,
+        default=60,
+        help="then steps with actions over the whole action box, so that robots fall and reset",
+    )
+    parser.add_argument(
+        "--resampling-time-s",
+        type=float,
+        default=0.1,
+        help="go2-walk's resampling_time_s for the check (its default, 10 s, would not show the "
+        "redrawing of commands within the check; every other setting is the default)",
+    )
     parser.add_argument("--tolerance", type=float, default=1e-4, help="largest allowed difference")
     parser.add_argument("--no-lockstep", action="store_true", help="skip building go2-walk for the lockstep check")
     args = parser.parse_args()
@@ -352,10 +368,12 @@ def main() -> None:
     env = Go2ReferenceEnv(args.n_envs, config)
     print(f"reference built in {time.perf_counter() - start:.1f} s ({args.n_envs} envs, {env.device})")
     c = env.cfg
-    print(f"from Go2WalkConfig(): dt {c.dt}, substeps {c.substeps}, kp {c.kp}, kv {c.kv}, action clip {c.action_clip}"
-          f" scale {c.action_scale} latency {c.action_latency}, max_episode_steps {c.max_episode_steps}, "
-          f"max roll/pitch {math.degrees(c.max_roll):.1f}/{math.degrees(c.max_pitch):.1f} deg, commands redrawn "
-          f"every {env.resampling_steps} steps (resampling_time_s {c.resampling_time_s} for this check)")
+    print(
+        f"from Go2WalkConfig(): dt {c.dt}, substeps {c.substeps}, kp {c.kp}, kv {c.kv}, action clip {c.action_clip}"
+        f" scale {c.action_scale} latency {c.action_latency}, max_episode_steps {c.max_episode_steps}, "
+        f"max roll/pitch {math.degrees(c.max_roll):.1f}/{math.degrees(c.max_pitch):.1f} deg, commands redrawn "
+        f"every {env.resampling_steps} steps (resampling_time_s {c.resampling_time_s} for this check)"
+    )
     print("reward weights x dt:", {k: round(v, 6) for k, v in env.reward_weights.items()})
     worst: dict[str, float] = {}
 
@@ -373,16 +391,20 @@ def main() -> None:
     if not args.no_lockstep:
         try:
             task = build_go2_walk(config, args.n_envs, env.device)
-        except Exception as error:  # noqa: BLE001 (go2-walk may be mid-rewrite; the formula check still runs)
-            print(f"\nlockstep check skipped: go2-walk cannot be built with the task API ({type(error).__name__}: "
-                  f"{error})")
+        except Exception as error:
+            print(
+                f"\nlockstep check skipped: go2-walk cannot be built with the task API ({type(error).__name__}: "
+                f"{error})"
+            )
     if task is not None:
         differences = check_same_scene_options(env.scene.options, task.scene.options)
         task.commands = env.commands.clone()  # the two draw commands from different generators
         task_obs = task.observe()
-        print("  go2-walk's own scene after its reset, given the same commands:",
-              [round(x, 4) for x in task_obs[0].tolist()])
-        print("scene options of the two scenes:", "identical" if not differences else differences)
+        print(
+            "  go2-walk's own scene after its reset, given the same commands:",
+            [round(x, 4) for x in task_obs[0].tolist()],
+        )
+        print("scene options of the two scenes:", differences or "identical")
         record("lockstep: scene options differ", float(bool(differences)))
         record("lockstep: observations", largest(obs, task_obs))
 
@@ -412,9 +434,11 @@ def main() -> None:
             record("lockstep: rewards", largest(rewards, t_rewards))
             record("lockstep: terminated (envs)", float((env.terminated != t_terminated).sum().item()))
         if step < 3 or step == args.steps - 1:
-            print(f"  step {step + 1}: rewards of envs 0-3: reference {[round(x, 5) for x in rewards[:4].tolist()]}, "
-                  f"go2-walk formulas {[round(x, 5) for x in f_rewards[:4].tolist()]}"
-                  + ("" if task is None else f", go2-walk lockstep {[round(x, 5) for x in t_rewards[:4].tolist()]}"))
+            print(
+                f"  step {step + 1}: rewards of envs 0-3: reference {[round(x, 5) for x in rewards[:4].tolist()]}, "
+                f"go2-walk formulas {[round(x, 5) for x in f_rewards[:4].tolist()]}"
+                + ("" if task is None else f", go2-walk lockstep {[round(x, 5) for x in t_rewards[:4].tolist()]}")
+            )
     print(f"  commands redrawn {redraws} times (envs x steps)")
 
     # Robots that fall: after a step, Genesis holds the reset state of the envs that ended and the stepped state of
@@ -425,8 +449,10 @@ def main() -> None:
         obs, rewards, dones = env.step(actions)
         record("formulas after resets: observations", largest(obs, go2_walk_formulas(env)[0]))
         ends += int(dones.sum().item())
-    print(f"\n{args.fall_steps} steps with actions uniform in the whole action box (+-{c.action_clip}): {ends} episode "
-          f"ends ({ends / args.n_envs:.2f} per env)")
+    print(
+        f"\n{args.fall_steps} steps with actions uniform in the whole action box (+-{c.action_clip}): {ends} episode "
+        f"ends ({ends / args.n_envs:.2f} per env)"
+    )
 
     print("\nlargest differences, reference vs go2-walk:")
     for name, value in worst.items():

@@ -135,8 +135,14 @@ class Stepper:
     """A built path: ``step(actions)`` runs one env step; ``ends(result)`` the bool envs whose episode ended in it
     (None where episodes do not end); ``close()`` frees it."""
 
-    def __init__(self, step: Callable[[torch.Tensor], Any], device: torch.device, close: Callable[[], None],
-                 ends: Callable[[Any], torch.Tensor | None] = lambda result: None, scene: Any = None) -> None:
+    def __init__(
+        self,
+        step: Callable[[torch.Tensor], Any],
+        device: torch.device,
+        close: Callable[[], None],
+        ends: Callable[[Any], torch.Tensor | None] = lambda result: None,
+        scene: Any = None,
+    ) -> None:
         self.step, self.device, self.close, self.ends, self.scene = step, device, close, ends, scene
 
 
@@ -153,8 +159,9 @@ def build_vector_env(task: str, n_envs: int, backend: str, path: str) -> Stepper
     from gs_gym import GenesisVectorEnv  # here, so that path a runs while the vector env is being rewritten
 
     task_kwargs = NO_EPISODE_ENDS[task] if path == "b'" else {}
-    env = GenesisVectorEnv(n_envs, task, backend=backend, seed=0, task_kwargs=task_kwargs, verbose=False,
-                           **VECTOR_ENV_OPTIONS[path])
+    env = GenesisVectorEnv(
+        n_envs, task, backend=backend, seed=0, task_kwargs=task_kwargs, verbose=False, **VECTOR_ENV_OPTIONS[path]
+    )
     env.reset(seed=0)
     return Stepper(env.step, env.main_device, env.close, ends=lambda result: result[2] | result[3])
 
@@ -212,8 +219,11 @@ class RandomActions:
     def __call__(self) -> torch.Tensor:
         if self.bounds is not None:
             return self.buffer.uniform_(*self.bounds)
-        return torch.rand(self.buffer.shape, out=self.buffer, device=self.buffer.device).mul_(
-            self.high - self.low).add_(self.low)
+        return (
+            torch.rand(self.buffer.shape, out=self.buffer, device=self.buffer.device)
+            .mul_(self.high - self.low)
+            .add_(self.low)
+        )
 
 
 def time_block(stepper: Stepper, actions: RandomActions, steps: int) -> float:
@@ -244,7 +254,7 @@ class GenesisCallCounter:
         self._depth = 0
         self._saved: list[tuple[type, str, Any, bool]] = []
 
-    def __enter__(self) -> GenesisCallCounter:  # noqa: PYI034
+    def __enter__(self) -> GenesisCallCounter:
         for cls, name in self.targets:
             own = name in cls.__dict__
             original = cls.__dict__[name] if own else getattr(cls, name)
@@ -293,8 +303,16 @@ def count_genesis_calls(stepper: Stepper, actions: RandomActions, steps: int) ->
     return {"genesis_calls_per_step": sum(counter.counts.values()) / steps, "genesis_calls": per_method}
 
 
-SYNC_CALLS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
-                        "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize"})
+SYNC_CALLS = frozenset(
+    {
+        "cudaStreamSynchronize",
+        "cudaDeviceSynchronize",
+        "cudaEventSynchronize",
+        "cuStreamSynchronize",
+        "cuCtxSynchronize",
+        "cuEventSynchronize",
+    }
+)
 
 
 def is_torch_kernel(name: str) -> bool:
@@ -313,16 +331,18 @@ def profile_kernels(run: Callable[[], None], steps: int) -> dict[str, Any]:
     events = profiler.events()
     names = [event.name for event in events if event.device_type == DeviceType.CUDA]
     # The host side: launches through CUDA's runtime API (torch) and its driver API (quadrants), where recorded.
-    launches = collections.Counter(event.name for event in events
-                                   if event.device_type == DeviceType.CPU and "LaunchKernel" in event.name)
+    launches = collections.Counter(
+        event.name for event in events if event.device_type == DeviceType.CPU and "LaunchKernel" in event.name
+    )
     copies = [n for n in names if n.startswith(("Memcpy", "Memset"))]
     kernels = [n for n in names if not n.startswith(("Memcpy", "Memset"))]
     torch_kernels = [n for n in kernels if is_torch_kernel(n)]
     others = [n for n in kernels if not is_torch_kernel(n)]
     # Host waits: explicit synchronizations (``.item()``, ``.tolist()``, blocking copies such as an index list sent
     # to the device) are recorded as these runtime/driver calls.
-    syncs = collections.Counter(event.name for event in events
-                                if event.device_type == DeviceType.CPU and event.name in SYNC_CALLS)
+    syncs = collections.Counter(
+        event.name for event in events if event.device_type == DeviceType.CPU and event.name in SYNC_CALLS
+    )
     busy_us = sum(event.time_range.elapsed_us() for event in events if event.device_type == DeviceType.CUDA)
     return {
         "host_syncs_per_step": sum(syncs.values()) / steps,
@@ -379,7 +399,8 @@ def build_and_warm(task: str, n_envs: int, measured: Measured, args: argparse.Na
             ends += ended.sum()
             counted = True
     measured.row["episode_ends_per_env_per_1000_steps"] = (
-        ends.item() / n_envs / args.warmup * 1000 if counted and args.warmup else None)
+        ends.item() / n_envs / args.warmup * 1000 if counted and args.warmup else None
+    )
 
 
 def count_and_profile(n_envs: int, measured: Measured, args: argparse.Namespace) -> None:
@@ -387,8 +408,12 @@ def count_and_profile(n_envs: int, measured: Measured, args: argparse.Namespace)
     stepper, actions, row = measured.stepper, measured.actions, measured.row
     assert stepper is not None and actions is not None
     median = statistics.median(measured.seconds)
-    row.update(env_steps_per_s=n_envs / median, us_per_step=median * 1e6,
-               repeats_us=[s * 1e6 for s in measured.seconds], timed_steps=args.steps)
+    row.update(
+        env_steps_per_s=n_envs / median,
+        us_per_step=median * 1e6,
+        repeats_us=[s * 1e6 for s in measured.seconds],
+        timed_steps=args.steps,
+    )
     if measured.path.startswith("c"):
         row["genesis_calls_per_step"] = None
         row["genesis_calls_note"] = "the worker runs path b's code in its own process: see b"
@@ -409,8 +434,9 @@ def count_and_profile(n_envs: int, measured: Measured, args: argparse.Namespace)
     measured.close()
 
 
-def measure_paths(task: str, n_envs: int, paths: list[str], args: argparse.Namespace,
-                  log: Callable[[str], None]) -> dict[str, Measured]:
+def measure_paths(
+    task: str, n_envs: int, paths: list[str], args: argparse.Namespace, log: Callable[[str], None]
+) -> dict[str, Measured]:
     """Build every path, then time them in ``--repeats`` interleaved rounds (one block of ``--steps`` steps per
     path per round, so that a slow spell of the machine hits every path alike), then count and profile each."""
     measured = {path: Measured(path) for path in paths}
@@ -418,21 +444,21 @@ def measure_paths(task: str, n_envs: int, paths: list[str], args: argparse.Names
         log(f"{task} {n_envs} envs: building path {path} ({PATH_LABELS[path]})")
         try:
             build_and_warm(task, n_envs, one, args)
-        except Exception as error:  # noqa: BLE001 (one failing path must not cost the others)
+        except Exception as error:
             one.fail(error)
     for round_index in range(args.repeats):
         for one in measured.values():
             if one.stepper is not None and one.actions is not None:
                 try:
                     one.seconds.append(time_block(one.stepper, one.actions, args.steps))
-                except Exception as error:  # noqa: BLE001
+                except Exception as error:
                     one.fail(error)
         log(f"timed round {round_index + 1} of {args.repeats}")
     for one in measured.values():
         if one.stepper is not None:
             try:
                 count_and_profile(n_envs, one, args)
-            except Exception as error:  # noqa: BLE001
+            except Exception as error:
                 one.fail(error)
     gc.collect()
     if torch.cuda.is_available():
@@ -453,14 +479,15 @@ def machine_description(backend: str) -> dict[str, Any]:
     }
     if backend == "gpu" and torch.cuda.is_available():
         properties = torch.cuda.get_device_properties(0)
-        machine.update(gpu=properties.name, gpu_memory_mib=properties.total_memory // 2**20,
-                       cuda=torch.version.cuda)
-        try:
+        machine.update(gpu=properties.name, gpu_memory_mib=properties.total_memory // 2**20, cuda=torch.version.cuda)
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
             machine["driver"] = subprocess.run(
-                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
-                text=True, timeout=10, check=False).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            pass
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+            ).stdout.strip()
     try:
         root = Path(__file__).resolve().parents[1]
         run = {"cwd": root, "capture_output": True, "text": True}
@@ -488,10 +515,14 @@ def format_table(task: str, n_envs: int, entry: dict[str, Any]) -> str:
     def cell(value: Any, spec: str) -> str:
         return "-" if value is None else format(value, spec)
 
-    lines = [f"\n{task}, {n_envs} envs",
-             ("| path | env-steps/s | us/step | GPU busy us/step | host syncs/step | Genesis calls/step "
-              "| CUDA kernels/step | ends/env/1000 steps |"),
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"\n{task}, {n_envs} envs",
+        (
+            "| path | env-steps/s | us/step | GPU busy us/step | host syncs/step | Genesis calls/step "
+            "| CUDA kernels/step | ends/env/1000 steps |"
+        ),
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for name, row in entry["paths"].items():
         if "error" in row:
             lines.append(f"| {name} {row['label']} | failed: {row['error'][:80]} | | | | | | |")
@@ -504,40 +535,67 @@ def format_table(task: str, n_envs: int, entry: dict[str, Any]) -> str:
             f" | {cell(row.get('host_syncs_per_step'), '.1f')}"
             f" | {cell(calls, '.1f') if calls is not None or name != 'c' else '(= b)'}"
             f" | {cell(row.get('cuda_kernels_per_step'), '.1f')}"
-            f" | {cell(row.get('episode_ends_per_env_per_1000_steps'), '.1f')} |")
+            f" | {cell(row.get('episode_ends_per_env_per_1000_steps'), '.1f')} |"
+        )
     names = {"in_process_vs_reference": "b/a", "default_vs_in_process": "c/b", "no_ends_vs_raw": "b'/d"}
     lines.append("ratios: " + ", ".join(f"{names[k]} = {cell(v, '.3f')}" for k, v in entry["ratios"].items()))
     return "\n".join(lines)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backend", choices=("gpu", "cpu"), default="gpu" if torch.cuda.is_available() else "cpu",
-                        help="Genesis backend (default: gpu where CUDA is available)")
-    parser.add_argument("--n-envs", type=int, nargs="+", default=None,
-                        help="batch sizes to measure (default 4096 on the GPU, 64 on the CPU)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("gpu", "cpu"),
+        default="gpu" if torch.cuda.is_available() else "cpu",
+        help="Genesis backend (default: gpu where CUDA is available)",
+    )
+    parser.add_argument(
+        "--n-envs",
+        type=int,
+        nargs="+",
+        default=None,
+        help="batch sizes to measure (default 4096 on the GPU, 64 on the CPU)",
+    )
     parser.add_argument("--tasks", nargs="+", default=list(TASK_PATHS), choices=list(TASK_PATHS))
-    parser.add_argument("--paths", nargs="+", default=None,
-                        help=f"paths to run, among {list(PATH_LABELS)} (b-noends = b'); default: each task's own "
-                             f"({TASK_PATHS})")
+    parser.add_argument(
+        "--paths",
+        nargs="+",
+        default=None,
+        help=f"paths to run, among {list(PATH_LABELS)} (b-noends = b'); default: each task's own ({TASK_PATHS})",
+    )
     parser.add_argument("--steps", type=int, default=200, help="steps per timed block")
-    parser.add_argument("--repeats", type=int, default=5,
-                        help="interleaved rounds, one timed block per path each (the median is reported)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=5,
+        help="interleaved rounds, one timed block per path each (the median is reported)",
+    )
     parser.add_argument("--warmup", type=int, default=50, help="steps before timing (episode ends counted here)")
     parser.add_argument("--count-steps", type=int, default=5, help="steps over which Genesis calls are counted")
     parser.add_argument("--profile-steps", type=int, default=5, help="steps under torch.profiler (GPU only)")
-    parser.add_argument("--action-scale", type=float, default=1.0,
-                        help="random actions uniform in this fraction of the action box (1 = the whole box)")
-    parser.add_argument("--out", default=None,
-                        help="JSON path (default bench/results/go2-vs-reference-h200.json on the GPU, "
-                             "go2-vs-reference-cpu.json on the CPU)")
-    parser.add_argument("--merge", action="store_true",
-                        help="keep the rows already in --out that this run does not measure again")
+    parser.add_argument(
+        "--action-scale",
+        type=float,
+        default=1.0,
+        help="random actions uniform in this fraction of the action box (1 = the whole box)",
+    )
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="JSON path (default bench/results/go2-vs-reference-h200.json on the GPU, "
+        "go2-vs-reference-cpu.json on the CPU)",
+    )
+    parser.add_argument(
+        "--merge", action="store_true", help="keep the rows already in --out that this run does not measure again"
+    )
     args = parser.parse_args()
     args.n_envs = args.n_envs or ([4096] if args.backend == "gpu" else [64])
-    args.out = args.out or ("bench/results/go2-vs-reference-h200.json" if args.backend == "gpu"
-                            else "go2-vs-reference-cpu.json")
+    args.out = args.out or (
+        "bench/results/go2-vs-reference-h200.json" if args.backend == "gpu" else "go2-vs-reference-cpu.json"
+    )
     wanted = None if args.paths is None else [PATH_ALIASES.get(p, p) for p in args.paths]
     unknown = sorted(set(wanted or []) - set(PATH_LABELS))
     if unknown:
@@ -549,8 +607,10 @@ def main() -> None:
         with open(args.out) as handle:
             result = json.load(handle)
     result["machine"] = machine_description(args.backend)
-    result["settings"] = {key: getattr(args, key) for key in (
-        "steps", "repeats", "warmup", "count_steps", "profile_steps", "action_scale")}
+    result["settings"] = {
+        key: getattr(args, key)
+        for key in ("steps", "repeats", "warmup", "count_steps", "profile_steps", "action_scale")
+    }
     result["settings"]["actions"] = "fresh each step, uniform in action_scale x the action box, drawn on the device"
 
     def write() -> None:
@@ -564,17 +624,25 @@ def main() -> None:
         paths += [p for p in (wanted or []) if p not in paths and p != "a"]
         for n_envs in args.n_envs:
             entry = result["tasks"].setdefault(task, {}).setdefault(str(n_envs), {"paths": {}, "ratios": {}})
-            measured = measure_paths(task, n_envs, paths, args,
-                                     lambda text: print(f"[{time.perf_counter() - started:6.0f} s] {text}", flush=True))
+            measured = measure_paths(
+                task,
+                n_envs,
+                paths,
+                args,
+                lambda text: print(f"[{time.perf_counter() - started:6.0f} s] {text}", flush=True),
+            )
             for path, one in measured.items():
                 entry["paths"][path] = one.row
                 if "error" not in one.row:
-                    print(f"  {path}: built in {one.row['build_s']:.1f} s; {one.row['env_steps_per_s']:,.0f} "
-                          f"env-steps/s, {one.row['us_per_step']:.0f} us/step", flush=True)
+                    print(
+                        f"  {path}: built in {one.row['build_s']:.1f} s; {one.row['env_steps_per_s']:,.0f} "
+                        f"env-steps/s, {one.row['us_per_step']:.0f} us/step",
+                        flush=True,
+                    )
             if "a" in measured and "d" in measured and measured["a"].scene_options is not None:
                 differences = check_same_scene_options(measured["a"].scene_options, measured["d"].scene_options)
                 entry["scene_options_differ"] = differences
-                print("  scene options of a and d:", "identical" if not differences else differences)
+                print("  scene options of a and d:", differences or "identical")
             entry["ratios"] = ratios(entry["paths"])
             write()
             print(format_table(task, n_envs, entry), flush=True)

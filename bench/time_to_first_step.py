@@ -130,8 +130,9 @@ def split(result: dict[str, Any]) -> dict[str, float | None]:
         "step": result["step"],
     }
     if None in (opened, importing, building, ready):  # stages renamed or not reported: keep make_vec whole
-        parts.update({"make_vec ->": make_vec, "worker start": None, "import genesis": None, "build": None,
-                      "handshake": None})
+        parts.update(
+            {"make_vec ->": make_vec, "worker start": None, "import genesis": None, "build": None, "handshake": None}
+        )
     return parts
 
 
@@ -139,29 +140,45 @@ def run_child(args: argparse.Namespace, cache_dir: Path) -> dict[str, Any]:
     environment = dict(os.environ)
     environment["QD_OFFLINE_CACHE_FILE_PATH"] = str(cache_dir / "quadrants")
     environment["GS_CACHE_FILE_PATH"] = str(cache_dir / "genesis")
-    command = [sys.executable, __file__, "--child", "--backend", args.backend, "--num-envs", str(args.num_envs),
-               "--task", args.task, "--launched-at", repr(time.time())]
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        "--backend",
+        args.backend,
+        "--num-envs",
+        str(args.num_envs),
+        "--task",
+        args.task,
+        "--launched-at",
+        repr(time.time()),
+    ]
     start = time.perf_counter()
-    completed = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=args.timeout,
-                               check=False)
+    completed = subprocess.run(
+        command, env=environment, capture_output=True, text=True, timeout=args.timeout, check=False
+    )
     wall = time.perf_counter() - start
     lines = [line for line in completed.stdout.splitlines() if line.startswith(RESULT_MARK)]
     if completed.returncode != 0 or not lines:
         tail = (completed.stdout + completed.stderr)[-3000:]
         raise RuntimeError(f"the measured process failed (exit {completed.returncode}):\n{tail}")
-    result = json.loads(lines[-1][len(RESULT_MARK):])
+    result = json.loads(lines[-1][len(RESULT_MARK) :])
     result["process_wall"] = wall
     result["split"] = split(result)
     result["to_first_step"] = result["import gs_gym"] + result["make_vec"] + result["reset"] + result["step"]
-    result["from_launch_to_first_step"] = (result["interpreter"] + result["imports"] + result["to_first_step"])
+    result["from_launch_to_first_step"] = result["interpreter"] + result["imports"] + result["to_first_step"]
     return result
 
 
 def machine_description(backend: str) -> dict[str, Any]:
     import importlib.metadata
 
-    machine = {"python": platform.python_version(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
-               "backend": backend}
+    machine = {
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "backend": backend,
+    }
     for package in ("torch", "genesis-world", "quadrants", "gymnasium"):
         try:
             machine[package] = importlib.metadata.version(package)
@@ -170,8 +187,12 @@ def machine_description(backend: str) -> dict[str, Any]:
     if backend == "gpu":
         try:
             machine["gpu"] = subprocess.run(
-                ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True,
-                text=True, timeout=10, check=False).stdout.strip()
+                ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             machine["gpu"] = None
     return machine
@@ -191,20 +212,32 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backend", choices=("cpu", "gpu"), default=None,
-                        help="Genesis backend (default: gpu when nvidia-smi finds one, else cpu)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("cpu", "gpu"),
+        default=None,
+        help="Genesis backend (default: gpu when nvidia-smi finds one, else cpu)",
+    )
     parser.add_argument("--num-envs", type=int, default=64, help="num_envs of the example")
     parser.add_argument("--task", default="cartpole", help="task of the example")
     parser.add_argument("--warm-runs", type=int, default=1, help="runs after the cold one (the median is shown)")
-    parser.add_argument("--no-cold", action="store_true",
-                        help="with --cache-dir: do not count the first run as cold (the directory is already warm)")
-    parser.add_argument("--cache-dir", default=None,
-                        help="cache directory for the runs (default: a fresh temporary one, removed afterwards)")
+    parser.add_argument(
+        "--no-cold",
+        action="store_true",
+        help="with --cache-dir: do not count the first run as cold (the directory is already warm)",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        default=None,
+        help="cache directory for the runs (default: a fresh temporary one, removed afterwards)",
+    )
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds allowed per run")
-    parser.add_argument("--out", default=None,
-                        help="JSON path (default bench/results/time-to-first-step-{cpu,h200}.json)")
+    parser.add_argument(
+        "--out", default=None, help="JSON path (default bench/results/time-to-first-step-{cpu,h200}.json)"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--launched-at", type=float, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -228,9 +261,12 @@ def main() -> None:
     plan = ([] if args.no_cold else ["cold"]) + ["warm"] * args.warm_runs
     report: dict[str, Any] = {
         "machine": machine_description(args.backend),
-        "settings": {"example": f'gym.make_vec("GenesisMultiGPU-v0", num_envs={args.num_envs}, task="{args.task}", '
-                                f'backend="{args.backend}", seed=0); reset(seed=0); step(torch.rand({args.num_envs}, '
-                                f'1) * 2 - 1)', "cache_dir": "(a fresh temporary directory)" if args.cache_dir is None else str(cache_dir)},
+        "settings": {
+            "example": f'gym.make_vec("GenesisMultiGPU-v0", num_envs={args.num_envs}, task="{args.task}", '
+            f'backend="{args.backend}", seed=0); reset(seed=0); step(torch.rand({args.num_envs}, '
+            f"1) * 2 - 1)",
+            "cache_dir": "(a fresh temporary directory)" if args.cache_dir is None else str(cache_dir),
+        },
         "runs": [],
     }
     try:
@@ -239,8 +275,11 @@ def main() -> None:
             result = run_child(args, cache_dir)
             result.update(run=str(index + 1), cache=cache)
             report["runs"].append(result)
-            print(f"  make_vec to first step {result['to_first_step']:.1f} s, launch to first step "
-                  f"{result['from_launch_to_first_step']:.1f} s", flush=True)
+            print(
+                f"  make_vec to first step {result['to_first_step']:.1f} s, launch to first step "
+                f"{result['from_launch_to_first_step']:.1f} s",
+                flush=True,
+            )
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             with open(args.out, "w") as handle:
                 json.dump(report, handle, indent=1)
@@ -254,8 +293,12 @@ def main() -> None:
         median = {"run": f"median of {len(warm)}", "cache": "warm"}
         for key in ("to_first_step", "from_launch_to_first_step"):
             median[key] = statistics.median(r[key] for r in warm)
-        median["split"] = {name: statistics.median(r["split"][name] for r in warm)
-                           if all(r["split"][name] is not None for r in warm) else None for name in SPLIT}
+        median["split"] = {
+            name: statistics.median(r["split"][name] for r in warm)
+            if all(r["split"][name] is not None for r in warm)
+            else None
+            for name in SPLIT
+        }
         rows.append(median)
         report["warm_median"] = median
     with open(args.out, "w") as handle:
