@@ -5,11 +5,12 @@ process, or in the parent for the in-process reference, and behaves identically 
 results written to its preallocated ``ShardBuffers``, and the autoreset mode is applied here, next to the
 simulation, so that a step costs one round trip whatever the mode.
 
-A step makes no host sync unless a feature asks for one, and then exactly one carrying every flag at once
-(non-finite observations or rewards, any env done): ``check_observations`` (on by default) and SAME_STEP autoreset
-ask. Resets go to the task as boolean masks, every step, so that the host never looks at which envs are done;
-under NEXT_STEP with the check on, the sync also says whether any env finished, and the next step skips a reset
-that would touch no env (a Genesis ``set_qpos`` costs about as much host time as a third of a ``scene.step``).
+A step makes no host sync unless a feature asks for one: ``check_observations`` (on by default) waits, at the very
+end of the step, for one flag queued as soon as the outputs exist (``gs_gym.vector.flags``); SAME_STEP autoreset
+waits for "any env done" before it resets. Resets go to the task as boolean masks, so that the host never looks at
+which envs are done; under NEXT_STEP the previous step's "any env done", copied to the host without a wait, lets a
+step after which no env finished skip the reset (a Genesis ``set_qpos`` costs about a third of a ``scene.step``'s
+host time).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from gs_gym.errors import NonFiniteObservationError
 from gs_gym.tasks.base import Task, TaskConfig, TaskContext
 from gs_gym.tasks.runtime import KERNEL_CACHE, init_genesis
 from gs_gym.transport.buffers import Handshake, ShardBuffers, SyncEvents
+from gs_gym.vector.flags import HostFlag
 
 IMPORTING_GENESIS = "importing genesis"
 """Build stage: importing Genesis and ``gs.init`` (seconds)."""
@@ -98,8 +100,10 @@ class EnvShard:
         self._max_steps = spec.config.max_episode_steps
         self._needs_reset = torch.zeros(spec.num_envs, dtype=torch.bool, device=self.device)
         """NEXT_STEP: the envs that finished in the last step, reset at the start of the next."""
-        self._reset_may_be_pending = True
-        """NEXT_STEP: False only when the last step's sync showed that no env finished (the reset is skipped)."""
+        self._any_done = HostFlag(self.device, initial=True)
+        """Whether some env finished in the last step: read at the next step (NEXT_STEP: no env, no reset work)."""
+        self._all_finite = HostFlag(self.device, initial=True)
+        """Whether the last outputs checked were all finite (``check_observations``)."""
         self._all = torch.ones(spec.num_envs, dtype=torch.bool, device=self.device)
 
     def handshake(self) -> Handshake:
@@ -128,7 +132,8 @@ class EnvShard:
         self._reset(reset_mask)
         self.task.read_state()
         observations = self.task.observe()
-        self._check_finite(observations, None)
+        self._start_finite_check(observations, None)
+        self._finish_finite_check(observations, None)
         buffers = self.buffers
         buffers.observations.copy_(observations)
         buffers.rewards.zero_()
@@ -144,12 +149,14 @@ class EnvShard:
         task.simulate()
         steps += 1
         next_step = mode == AutoresetMode.NEXT_STEP
-        pending = self._needs_reset if next_step and self._reset_may_be_pending else None
+        # the last step's flag, long landed: a step after which no env finished resets nothing
+        pending = self._needs_reset if next_step and self._any_done.poll(default=True) else None
         if pending is not None:
             self._reset(pending)
         task.read_state()
         observations = task.observe()
         rewards = task.compute_rewards()
+        self._start_finite_check(observations, rewards)  # read at the end: the hooks below overlap its wait
         terminated = task.compute_terminated()
         truncated = steps >= self._max_steps
         extra = task.compute_truncated()
@@ -160,26 +167,26 @@ class EnvShard:
             terminated = terminated & ~pending
             truncated = truncated & ~pending
         done = terminated | truncated
+        if mode != AutoresetMode.DISABLED:
+            self._any_done.start(done.any())
         outcome = StepOutcome()
         if mode == AutoresetMode.SAME_STEP:
             buffers.final_observations.copy_(observations)
-            any_done = self._check_finite(observations, rewards, done)
+            self._finish_finite_check(observations, rewards)
+            any_done = self._any_done.read()
             outcome = StepOutcome(any_done=any_done)
             if any_done:
                 self._reset(done)
                 task.read_state()
                 observations = task.observe()
-        elif next_step:
+        if next_step:
             self._needs_reset = done
-            # the check's sync carries "any env done" for free: no env done, no reset work in the next step
-            any_done = self._check_finite(observations, rewards, done if self.spec.check_observations else None)
-            self._reset_may_be_pending = any_done is not False
-        else:
-            self._check_finite(observations, rewards)
         buffers.observations.copy_(observations)
         buffers.rewards.copy_(rewards)
         buffers.terminated.copy_(terminated)
         buffers.truncated.copy_(truncated)
+        if mode != AutoresetMode.SAME_STEP:
+            self._finish_finite_check(observations, rewards)
         self._release_to_parent()
         return outcome
 
@@ -206,30 +213,21 @@ class EnvShard:
         self.context.episode_steps.masked_fill_(mask, 0)
         self._needs_reset = self._needs_reset & ~mask
 
-    def _check_finite(
-        self, observations: torch.Tensor, rewards: torch.Tensor | None, done: torch.Tensor | None = None
-    ) -> bool | None:
-        """One host sync for every flag the step needs: raise on non-finite outputs (when checked); return whether
-        any env is ``done`` (None when not asked). No sync when neither is asked.
-
-        The fast test sums each env's observations and reward: a NaN or inf anywhere makes the sum non-finite. Only
-        then (or when finite values overflow the float32 sum) are the outputs looked at value by value."""
-        checked = self.spec.check_observations
-        if not checked and done is None:
-            return None
-        flags = []
-        if checked:
+    def _start_finite_check(self, observations: torch.Tensor, rewards: torch.Tensor | None) -> None:
+        """Queue the test of the outputs for NaN and inf (when ``check_observations``): the sum of each env's
+        observations and reward is non-finite when any of them is, so one reduction tells (a float32 overflow of
+        finite values too, which the slow path then clears)."""
+        if self.spec.check_observations:
             total = observations.reshape(self.spec.num_envs, -1).sum(dim=1)
-            flags.append(~torch.isfinite(total if rewards is None else total + rewards))
-        if done is not None:
-            flags.append(done)
-        raised = (torch.stack(flags) if len(flags) > 1 else flags[0].unsqueeze(0)).any(dim=1).tolist()
-        if checked and raised[0]:
+            self._all_finite.start(torch.isfinite(total if rewards is None else total + rewards).all())
+
+    def _finish_finite_check(self, observations: torch.Tensor, rewards: torch.Tensor | None) -> None:
+        """The step's one host wait: raise ``NonFiniteObservationError`` naming the hook and envs."""
+        if self.spec.check_observations and not self._all_finite.read():
             self._raise_non_finite(observations, rewards)
-        return bool(raised[-1]) if done is not None else None
 
     def _raise_non_finite(self, observations: torch.Tensor, rewards: torch.Tensor | None) -> None:
-        """The slow path of ``_check_finite``: name the hook and the envs (nothing when every value is finite)."""
+        """The slow path of the finite check: name the hook and the envs (nothing when every value is finite)."""
         bad_obs = ~torch.isfinite(observations).reshape(self.spec.num_envs, -1).all(dim=1)
         if bool(bad_obs.any()):
             raise NonFiniteObservationError(self._non_finite_message("observe", bad_obs))
