@@ -38,4 +38,5 @@ class HostFlag:
         """The flag last started if its copy has landed (never waits), else ``default``."""
         if self._queued and self._event is not None and not self._event.query():
             return default
-        return self.read()
+        self._queued = False
+        return bool(self._host)
