@@ -4,6 +4,7 @@ import multiprocessing
 import re
 
 import pytest
+import torch
 
 from gs_gym import GenesisVectorEnv
 from gs_gym.tasks import available_tasks
@@ -72,6 +73,28 @@ from gs_gym.tasks.cartpole import CartPole
             "verbose: expected True, False or None (when stderr is a terminal), got 'yes'",
         ),
         (
+            {"num_envs": 4, "backend": "cpu", "step_timeout": -1},
+            ValueError,
+            "step_timeout: expected a positive, finite number of seconds or None (wait forever), got -1",
+        ),
+        (
+            {"num_envs": 4, "backend": "cpu", "step_timeout": float("nan")},
+            ValueError,
+            "step_timeout: expected a positive, finite number of seconds or None (wait forever), got nan",
+        ),
+        (
+            {"num_envs": 4, "backend": "cpu", "build_timeout": "60"},
+            ValueError,
+            "build_timeout: expected a positive, finite number of seconds, got '60'",
+        ),
+        (
+            {"num_envs": 4, "backend": "cpu", "task_kwargs": {"max_episode_steps": 0}},
+            ValueError,
+            "max_episode_steps: expected an int >= 1, got 0",
+        ),
+        ({"num_envs": 4, "backend": "cpu", "seed": -1}, ValueError, "seed: expected an int >= 0, got -1"),
+        ({"num_envs": 4, "backend": "cpu", "copy": "yes"}, TypeError, "copy: expected True or False, got 'yes'"),
+        (
             {"num_envs": 4, "backend": "cpu", "genesis_logging_level": "loud"},
             ValueError,
             (
@@ -90,3 +113,10 @@ def test_bad_arguments_are_named(kwargs, error, message):
 
 def test_cartpole_is_registered():
     assert "cartpole" in available_tasks()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine where torch sees no CUDA device")
+def test_a_cuda_main_device_without_cuda_is_refused_up_front():
+    message = "main_device: 'cuda' is not a visible CUDA device (torch sees 0)"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        GenesisVectorEnv(4, backend="cpu", main_device="cuda")
