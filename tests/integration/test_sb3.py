@@ -234,7 +234,6 @@ def test_ppo_improves_on_cartpole():
         env.close()
         torch.set_num_threads(threads)
     print(f"PPO cartpole: mean return {initial:.1f} -> {final:.1f} after {train_seconds:.1f} s of training")
-    assert train_seconds < 90, train_seconds
     assert final >= 2 * initial and final >= initial + 40, (initial, final)
 
 

@@ -50,8 +50,8 @@ class Recorder:
 
 def stand_in_factory(stages: Sequence[str], then: str = "return") -> Callable[[Callable[[str], None]], object]:
     """A shard factory that reports ``stages``, then returns a shard that does nothing (``"return"``), exits with
-    code 3 (``"exit"``) or keeps reporting its last stage for a minute first (``"keep-reporting"``). Defined in a
-    function so that cloudpickle sends it by value."""
+    code 3 (``"exit"``) or keeps reporting its last stage for ten minutes first (``"keep-reporting"``). Defined in
+    a function so that cloudpickle sends it by value."""
 
     class StandInShard:
         def __init__(self) -> None:
@@ -74,7 +74,7 @@ def stand_in_factory(stages: Sequence[str], then: str = "return") -> Callable[[C
         if then == "exit":
             os._exit(3)
         if then == "keep-reporting":
-            deadline = time.monotonic() + 60.0
+            deadline = time.monotonic() + 600.0
             while time.monotonic() < deadline:
                 report(stages[-1])
                 time.sleep(0.05)
@@ -109,9 +109,11 @@ def test_pool_consumes_the_stages_and_shows_them_again_on_restart():
 
 
 def test_statuses_do_not_extend_the_build_timeout():
+    """The stand-in reports a status every 50 ms for ten minutes: were statuses to extend the timeout, the build
+    would succeed after ten minutes instead of timing out. 30 s leaves a loaded machine ample time to start it."""
     recorder = Recorder()
-    with pytest.raises(WorkerTimeoutError, match=r"^worker 0 \(cpu\): no answer to build within 3 s$"):
-        WorkerPool(launches(1, stand_in_factory(STAGES, then="keep-reporting")), build_timeout=3.0, progress=recorder)
+    with pytest.raises(WorkerTimeoutError, match=r"^worker 0 \(cpu\): no answer to build within 30 s$"):
+        WorkerPool(launches(1, stand_in_factory(STAGES, then="keep-reporting")), build_timeout=30.0, progress=recorder)
     assert recorder.displays[0].shown == [("worker 0 (cpu)", stage) for stage in (*STAGES, STOPPED)]
 
 
