@@ -559,6 +559,22 @@ def _mean(values: torch.Tensor) -> float:
     return float(values.float().mean()) if values.numel() else float("nan")
 
 
+def _fmt_return(value: float, spec: str = ".2f", missing: str = "n/a (no episode finished)") -> str:
+    """A mean return (or length) for people: ``missing`` instead of nan when no episode has finished."""
+    return missing if math.isnan(value) else format(value, spec)
+
+
+def _json_ready(value: Any) -> Any:
+    """``value`` with every NaN or infinite float replaced by None, so that the JSON written is valid JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _json_ready(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(item) for item in value]
+    return value
+
+
 # -- random baseline -------------------------------------------------------------------------------------------------
 
 
@@ -690,7 +706,7 @@ def summary_line(task: str, evaluation: dict[str, Any] | None, final_return: flo
             f"evaluation x {evaluation['num_envs']} envs (metrics: mean over its last "
             f"{evaluation['steps'] - evaluation['last_half_from_step'] + 1} steps)"
         )
-    parts.append(f"training return {final_return:.2f} (random policy {random_return:.2f})")
+    parts.append(f"training return {_fmt_return(final_return)} (random policy {_fmt_return(random_return)})")
     return f"{task}: " + ", ".join(parts)
 
 
@@ -721,7 +737,8 @@ def save_plot(
     points = [(h["global_step"], h["mean_return"]) for h in history if not math.isnan(h["mean_return"])]
     if points:
         ax.plot([p[0] for p in points], [p[1] for p in points], label="PPO (mean of recent episodes)")
-    ax.axhline(random_return, color="gray", linestyle="--", label=f"random policy ({random_return:.1f})")
+    if math.isfinite(random_return):
+        ax.axhline(random_return, color="gray", linestyle="--", label=f"random policy ({random_return:.1f})")
     ax.set_xlabel("env steps")
     ax.set_ylabel("episode return")
     ax.set_title(title)
@@ -810,7 +827,7 @@ def _train(args: argparse.Namespace, envs, out_dir: Path, start: float) -> dict[
     random_return, random_episodes = measure_random_policy(envs, args.random_steps, args.seed)
     random_time = time.perf_counter() - random_start
     print(
-        f"random policy: mean return {random_return:.2f} over {random_episodes} episodes "
+        f"random policy: mean return {_fmt_return(random_return)} over {random_episodes} episodes "
         f"({args.random_steps} steps x {num_envs} envs, {random_time:.1f}s)"
     )
 
@@ -973,7 +990,8 @@ def _train(args: argparse.Namespace, envs, out_dir: Path, start: float) -> dict[
                 "update_time": update_time,
                 "history": history,
             }
-            (out_dir / METRICS_NAME).write_text(json.dumps(partial, indent=1))  # survives a killed run
+            # written every iteration: survives a killed run
+            (out_dir / METRICS_NAME).write_text(json.dumps(_json_ready(partial), indent=1, allow_nan=False))
             with torch.no_grad():
                 y_var = b_returns.var()
                 explained = float("nan") if y_var == 0 else float(1 - (b_returns - b_values).var() / y_var)
@@ -989,7 +1007,8 @@ def _train(args: argparse.Namespace, envs, out_dir: Path, start: float) -> dict[
             }
             line = (
                 f"step {global_step:>9,} | {now - train_start:6.1f}s | SPS {sps:7.0f} | "
-                f"return {mean_return:7.2f} (len {_mean(recent_lengths):5.1f}, {tracker.count()} eps) | "
+                f"return {_fmt_return(mean_return, '7.2f', '    n/a')} "
+                f"(len {_fmt_return(_mean(recent_lengths), '5.1f', '  n/a')}, {tracker.count()} eps) | "
                 f"v_loss {stats['v_loss']:.4f} kl {stats['approx_kl']:.4f} std {stats['std']:.3f} "
                 f"ev {stats['explained_var']:.2f} lr {lr:.1e}"
             )
@@ -1030,7 +1049,7 @@ def _train(args: argparse.Namespace, envs, out_dir: Path, start: float) -> dict[
         print(
             f"evaluation ({args.eval_steps} steps x {num_envs} envs, deterministic, {eval_time:.1f}s): "
             f"reward/step {evaluation['mean_reward_per_step']:.4f}, {evaluation['episodes']} episodes ended "
-            f"({evaluation['terminated']} terminated), mean return {evaluation['mean_return']:.2f}"
+            f"({evaluation['terminated']} terminated), mean return {_fmt_return(evaluation['mean_return'])}"
             + (f" | last half: {extra}" if extra else ""),
             flush=True,
         )
@@ -1072,14 +1091,14 @@ def _train(args: argparse.Namespace, envs, out_dir: Path, start: float) -> dict[
         "last_stats": stats,
         "history": history,
     }
-    (out_dir / METRICS_NAME).write_text(json.dumps(result, indent=1))
+    (out_dir / METRICS_NAME).write_text(json.dumps(_json_ready(result), indent=1, allow_nan=False))
     print(
         f"wall time {result['wall_time']:.1f}s (build {build_time:.1f}s, random policy {random_time:.1f}s, "
         f"training {train_time:.1f}s, evaluation {eval_time:.1f}s); outputs in {out_dir}"
     )
     print(
-        f"final mean return over last {result['final_episodes']} episodes: {final_return:.2f} "
-        f"(random policy: {random_return:.2f})"
+        f"final mean return over last {result['final_episodes']} episodes: {_fmt_return(final_return)} "
+        f"(random policy: {_fmt_return(random_return)})"
     )
     print(summary, flush=True)
     return result

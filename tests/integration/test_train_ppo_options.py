@@ -4,6 +4,7 @@ the agent's shapes, the weighted task metrics, the summary line and checkpoints.
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import sys
 from pathlib import Path
@@ -362,6 +363,19 @@ def test_summary_line():
         "4096 envs (metrics: mean over its last 125 steps), training return 18.25 (random policy -0.71)"
     )
     assert tp.summary_line("cartpole", None, 480.0, 22.5) == "cartpole: training return 480.00 (random policy 22.50)"
+
+
+def test_no_finished_episode_prints_no_nan_and_writes_valid_json():
+    nan = float("nan")
+    assert tp.summary_line("cartpole", None, nan, 22.5) == (
+        "cartpole: training return n/a (no episode finished) (random policy 22.50)"
+    )
+    assert tp._fmt_return(nan, "7.2f", "    n/a") == "    n/a"
+    assert tp._fmt_return(-1.005, "7.2f") == "  -1.00"
+    metrics = {"final_return": nan, "history": [{"mean_return": nan, "ev": float("inf")}, {"mean_return": 1.5}], "n": 3}
+    ready = tp._json_ready(metrics)
+    assert ready == {"final_return": None, "history": [{"mean_return": None, "ev": None}, {"mean_return": 1.5}], "n": 3}
+    assert json.loads(json.dumps(ready, allow_nan=False)) == ready
 
 
 def test_resolve_derived_completes_a_plain_parser_namespace():
