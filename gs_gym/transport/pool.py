@@ -128,15 +128,30 @@ class _Worker:
     def stop(self, timeout: float) -> None:
         """Join the process for ``timeout`` s, then terminate and kill it if need be; release the pipes."""
         self.process.join(max(0.0, timeout))
-        for stop in (self.process.terminate, self.process.kill):
-            if self.process.is_alive():
-                with contextlib.suppress(Exception):
-                    stop()
-                self.process.join(1.0)
+        stop_processes([self.process])
+        self.release()
+
+    def release(self) -> None:
+        """Forget the process (it is stopped) and close its pipes."""
         self.alive = False
         with contextlib.suppress(Exception):
             self.conn.close()
         self.output.close()
+
+
+def stop_processes(processes: Sequence[Any], grace: float = 1.0) -> None:
+    """SIGTERM every live process and wait up to ``grace`` s for all of them together, then SIGKILL those left and
+    reap them (another ``grace`` at most): about ``2 * grace`` s whatever the processes do."""
+    for signal_them in ("terminate", "kill"):
+        live = [process for process in processes if process.is_alive()]
+        if not live:
+            return
+        for process in live:
+            with contextlib.suppress(Exception):
+                getattr(process, signal_them)()
+        end = time.monotonic() + grace
+        for process in live:
+            process.join(max(0.0, end - time.monotonic()))
 
 
 class WorkerPool:
@@ -354,7 +369,8 @@ class WorkerPool:
         return error
 
     def close(self, timeout: float = 5.0) -> None:
-        """Ask live workers to close, then join, terminate and kill whatever is left. Never raises.
+        """Ask live workers to close and give them ``timeout`` s in all, then terminate and kill whatever is left
+        (about 2 s more at most). Never raises.
 
         A worker still building or known to hang is not asked: it could not read the request before the timeout,
         so it is terminated at once. A worker busy with a command reads the request once it is done.
@@ -370,5 +386,8 @@ class WorkerPool:
                     worker.send(Command.CLOSE, ())
                     polite.append(worker)
         deadline = time.monotonic() + timeout
+        for worker in polite:
+            worker.process.join(max(0.0, deadline - time.monotonic()))
+        stop_processes([worker.process for worker in self._workers])
         for worker in self._workers:
-            worker.stop(deadline - time.monotonic() if worker in polite else 0.0)
+            worker.release()

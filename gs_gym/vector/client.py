@@ -124,9 +124,9 @@ class ShardClient:
             buffers.final_observations.copy_(buffers.observations)
         return sorted(crashed)
 
-    def close(self) -> None:
-        """Stop the shards (ask, join, terminate, kill). Idempotent; never raises."""
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the shards (ask, wait ``timeout`` s, terminate, kill). Idempotent; never raises."""
         pool, self._pool = self._pool, None
         if pool is not None:
             with contextlib.suppress(Exception):  # close must not raise; the pool already escalated to kill
-                pool.close()
+                pool.close(timeout)

@@ -17,7 +17,7 @@ from gs_gym.transport.protocol import Command
 from gs_gym.vector.batch import BatchIO
 from gs_gym.vector.client import ShardClient
 from gs_gym.vector.lifecycle import Lifecycle, State
-from gs_gym.vector.options import EnvOptions, parse_options
+from gs_gym.vector.options import EnvOptions, as_seconds, parse_options
 from gs_gym.vector.pools import random_seed, shard_specs, start_pool
 from gs_gym.vector.shard import kernel_cache_notice
 from gs_gym.vector.sharding import EnvRange, split_envs
@@ -170,6 +170,7 @@ class GenesisVectorEnv(VectorEnv):
             restarted workers. Raises ``WorkerError`` subclasses for worker failures.
         """
         self._life.require(State.STEP_PENDING, action="step_wait")
+        timeout = as_seconds("timeout", timeout, allow_none=True)
         client = self._shards
         tolerate = self.options.on_worker_failure == "restart" and client.pool.can_restart
         collected = client.collect(client.all, "step", timeout=timeout, tolerate_crashes=tolerate,
@@ -231,11 +232,14 @@ class GenesisVectorEnv(VectorEnv):
             return None
         return self.call_workers(None, "render")
 
-    def close_extras(self, **kwargs: Any) -> None:
-        """Stop the workers (ask, join, terminate, kill). Idempotent; never raises."""
+    def close_extras(self, timeout: float | None = None, **kwargs: Any) -> None:
+        """``close(timeout=None)``: ask the workers to stop and give them ``timeout`` s (default 5), then terminate
+        and kill what is left: returns within about ``timeout + 2`` s whatever the task's cleanup does, every worker
+        reaped. Idempotent; raises only for a bad ``timeout`` (and then closes nothing)."""
+        grace = 5.0 if timeout is None else as_seconds("timeout", timeout, allow_none=False)
         self._life.state = State.CLOSED
         if self._client is not None:
-            self._client.close()
+            self._client.close(grace)
 
     def __del__(self) -> None:
         # not contextlib.suppress: __del__ may run at interpreter exit, when module globals may already be gone

@@ -11,7 +11,7 @@ import dataclasses
 import math
 import numbers
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import torch
 from gymnasium.vector import AutoresetMode
@@ -37,6 +37,14 @@ def as_bool(name: str, value: Any) -> bool:
     if isinstance(value, bool):
         return value
     raise TypeError(f"{name}: expected True or False, got {value!r}")
+
+
+@overload
+def as_seconds(name: str, value: Any, *, allow_none: Literal[False]) -> float: ...
+
+
+@overload
+def as_seconds(name: str, value: Any, *, allow_none: bool) -> float | None: ...
 
 
 def as_seconds(name: str, value: Any, *, allow_none: bool) -> float | None:
@@ -229,7 +237,7 @@ class EnvOptions:
             copy=as_bool("copy", copy),
             check_actions=as_bool("check_actions", check_actions),
             check_observations=as_bool("check_observations", check_observations),
-            build_timeout=as_seconds("build_timeout", build_timeout, allow_none=False),  # type: ignore[arg-type]
+            build_timeout=as_seconds("build_timeout", build_timeout, allow_none=False),
             step_timeout=as_seconds("step_timeout", step_timeout, allow_none=True),
             forward_output=as_bool("forward_output", forward_output),
             host_buffers=as_bool("host_buffers", host_buffers),

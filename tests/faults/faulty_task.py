@@ -10,7 +10,9 @@ names one fault:
 - ``"exit"``: print a line, then ``os._exit(exit_code)`` in step ``fault_step``;
 - ``"segfault"``: send itself SIGSEGV in step ``fault_step``;
 - ``"nan"``: write NaN into the state of the local envs ``nan_envs`` in step ``fault_step`` (after the physics
-  step, so the shard observes it).
+  step, so the shard observes it);
+- ``"slow-close"``: ``close`` sleeps ``sleep_seconds``, then creates the file ``closed_marker`` (a Genesis cleanup
+  that takes far too long).
 
 Steps are counted per shard from 1, from the build on (resets do not count). A fault applies only in the shard
 whose first global env (``context.env_offset``) is ``fault_env_offset`` (None: every shard), so a two-worker env
@@ -25,13 +27,14 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 import torch
 
 from gs_gym.tasks.base import TaskConfig, TaskContext
 from gs_gym.tasks.cartpole import CartPole, CartPoleConfig
 
-FAULTS = ("none", "build", "raise", "sleep", "exit", "segfault", "nan")
+FAULTS = ("none", "build", "raise", "sleep", "exit", "segfault", "nan", "slow-close")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +49,8 @@ class FaultyCartPoleConfig(CartPoleConfig):
     exit_code: int = 3
     nan_envs: tuple[int, ...] = (0,)
     """Local env indices whose state becomes NaN (``fault="nan"``)."""
+    closed_marker: str | None = None
+    """The file ``fault="slow-close"`` creates once its ``close`` has slept."""
 
     def __post_init__(self) -> None:
         if self.fault not in FAULTS:
@@ -99,5 +104,9 @@ class FaultyCartPole(CartPole):
             self.robot.set_qpos(nan, envs_idx=ids, zero_velocity=False)
 
     def close(self) -> None:
+        if self.faulty and self.config.fault == "slow-close":
+            time.sleep(self.config.sleep_seconds)
+            if self.config.closed_marker is not None:
+                Path(self.config.closed_marker).touch()
         if getattr(self, "_urdf_dir", None) is not None:
             super().close()
