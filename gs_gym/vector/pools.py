@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+import cloudpickle
 import numpy as np
 
 from gs_gym.transport.devices import cuda_uuid
@@ -68,10 +69,37 @@ class ShardFactory:
         return EnvShard(self.spec, report)
 
 
+def check_picklable(spec: ShardSpec) -> None:
+    """A worker receives its spec through cloudpickle (by value for a task class defined in ``__main__`` or in a
+    function): raise ``TypeError`` naming the task and the attribute or config field that cannot be pickled."""
+    try:
+        cloudpickle.dumps(spec)
+    except Exception as error:
+        task = spec.task_class
+        parts = [(f"config field {name!r}", getattr(spec.config, name)) for name in vars(spec.config)]
+        parts += [
+            (f"attribute {task.__name__}.{name}", value)
+            for name, value in vars(task).items()
+            if not name.startswith("__") and name != "_abc_impl"  # pickled by cloudpickle's own means
+        ]
+        culprits = []
+        for what, value in parts:
+            try:
+                cloudpickle.dumps(value)
+            except Exception:
+                culprits.append(f"{what} ({type(value).__name__})")
+        where = f": {', '.join(culprits)} cannot be pickled" if culprits else ""
+        raise TypeError(
+            f"task {task.__name__!r} cannot be sent to a worker process{where} ({type(error).__name__}: {error}); "
+            f"keep such objects out of the class and its config (create them in build()), or use num_workers=0"
+        ) from error
+
+
 def start_pool(options: EnvOptions, specs: list[ShardSpec], progress: ProgressFactory) -> ShardPool:
     """Build every shard: in this process when ``num_workers == 0``, else one worker process per spec."""
     if options.num_workers == 0:
         return InProcessPool(specs[0], progress=progress)
+    check_picklable(specs[0])
     spin_wait = options.spin_wait_us * 1e-6
     launches = [
         WorkerLaunch(

@@ -2,6 +2,7 @@
 
 import multiprocessing
 import re
+import threading
 
 import pytest
 import torch
@@ -120,3 +121,17 @@ def test_a_cuda_main_device_without_cuda_is_refused_up_front():
     message = "main_device: 'cuda' is not a visible CUDA device (torch sees 0)"
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         GenesisVectorEnv(4, backend="cpu", main_device="cuda")
+
+
+def test_an_unpicklable_task_is_named_with_its_attribute():
+    class LockedCartPole(CartPole):  # defined in a function: cloudpickle sends it by value, attributes included
+        guard = threading.Lock()
+
+    workers_before = set(multiprocessing.active_children())
+    message = (
+        "task 'LockedCartPole' cannot be sent to a worker process: attribute LockedCartPole.guard (lock) cannot be "
+        "pickled"
+    )
+    with pytest.raises(TypeError, match=f"^{re.escape(message)} "):
+        GenesisVectorEnv(4, LockedCartPole, backend="cpu", num_workers=1)
+    assert set(multiprocessing.active_children()) == workers_before
