@@ -184,6 +184,9 @@ class WorkerPool:
         """Seconds to poll the pipes for replies before blocking on them (``gs_gym.transport.spinning``)."""
         self._workers: list[_Worker] = []
         self._closed = False
+        self._talking = threading.Lock()
+        """Held while a thread sends to or waits on the workers: close() from another thread must not interleave a
+        CLOSE with a pending command's reply (it stops the workers instead; the waiting thread gets PoolClosedError)."""
         self.busy_seconds = [0.0] * len(self._launches)
         """Per worker: seconds spent executing commands since it started (the handshake's build excluded)."""
         self.handshakes: list[Handshake] = []
@@ -212,6 +215,12 @@ class WorkerPool:
         self, command: Command, args_by_shard: Mapping[int, tuple[Any, ...]], *, tolerate_crashes: bool = False
     ) -> dict[int, WorkerCrashedError]:
         """Send ``command`` to each worker in ``args_by_shard`` with its own arguments; see ``ShardPool.send``."""
+        with self._talking:
+            return self._send(command, args_by_shard, tolerate_crashes)
+
+    def _send(
+        self, command: Command, args_by_shard: Mapping[int, tuple[Any, ...]], tolerate_crashes: bool
+    ) -> dict[int, WorkerCrashedError]:
         if self._closed:
             raise PoolClosedError(f"{command.name.lower()}: the worker pool is closed")
         crashed: dict[int, WorkerCrashedError] = {}
@@ -238,6 +247,12 @@ class WorkerPool:
         skip: Sequence[int] = (),
     ) -> Collected:
         """Wait for the replies of ``shards`` (in that order); see ``ShardPool.collect``."""
+        with self._talking:
+            return self._collect(shards, timeout, during, tolerate_crashes, skip)
+
+    def _collect(
+        self, shards: Sequence[int], timeout: float | None, during: str, tolerate_crashes: bool, skip: Sequence[int]
+    ) -> Collected:
         crashed: dict[int, WorkerCrashedError | None] | None = None
         if tolerate_crashes:
             crashed = dict.fromkeys(skip)
@@ -320,6 +335,8 @@ class WorkerPool:
                     except (EOFError, OSError):
                         reply = None
                 if reply is None:
+                    if self._closed:  # close() from another thread stopped the workers while this one waited
+                        raise PoolClosedError(f"{during}: the env was closed while waiting for the workers")
                     crash = worker.crashed(during)
                     if crashed is None:
                         raise crash
@@ -377,17 +394,24 @@ class WorkerPool:
         """
         if self._closed:
             return
-        self._closed = True
-        self._drop_buffers()
-        polite = []
-        for worker in self._workers:
-            if worker.alive and worker.built and not worker.hung and worker.process.is_alive():
-                with contextlib.suppress(Exception):
-                    worker.send(Command.CLOSE, ())
-                    polite.append(worker)
         deadline = time.monotonic() + timeout
-        for worker in polite:
-            worker.process.join(max(0.0, deadline - time.monotonic()))
-        stop_processes([worker.process for worker in self._workers])
-        for worker in self._workers:
-            worker.release()
+        # another thread waiting on the workers keeps the lock: then nobody is asked, everybody is stopped
+        talking = self._talking.acquire(timeout=timeout)
+        try:
+            self._closed = True
+            polite = []
+            if talking:
+                self._drop_buffers()
+                for worker in self._workers:
+                    if worker.alive and worker.built and not worker.hung and worker.process.is_alive():
+                        with contextlib.suppress(Exception):
+                            worker.send(Command.CLOSE, ())
+                            polite.append(worker)
+            for worker in polite:
+                worker.process.join(max(0.0, deadline - time.monotonic()))
+            stop_processes([worker.process for worker in self._workers])
+            for worker in self._workers:
+                worker.release()
+        finally:
+            if talking:
+                self._talking.release()

@@ -43,7 +43,10 @@ class Lifecycle:
         raise NoStepPendingError(f"{action}: step_wait() called without a pending step_async()")
 
     def fail(self, reason: str) -> None:
-        """Enter FAILED (for good: only close() is allowed); the first reason is kept."""
+        """Enter FAILED (for good: only close() is allowed); the first reason is kept. A closed env stays closed (a
+        command interrupted by close() from another thread fails after the close)."""
+        if self.state is State.CLOSED:
+            return
         if self.state is not State.FAILED:
             self.failure = reason
         self.state = State.FAILED

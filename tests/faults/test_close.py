@@ -3,9 +3,15 @@ minutes is terminated after the grace and reaped; a bad timeout is refused and c
 
 from __future__ import annotations
 
+import threading
+import time
+
 import psutil
 import pytest
+import torch
+from gymnasium.error import ClosedEnvironmentError
 
+from gs_gym.errors import PoolClosedError
 from tests.faults.conftest import make_env, worker_pids
 
 
@@ -36,3 +42,31 @@ def test_a_bad_close_timeout_is_refused_and_the_env_stays_open():
         assert rewards.shape == (2,)
     finally:
         env.close()
+
+
+def test_close_from_another_thread_gives_the_waiting_thread_a_clear_error():
+    env = make_env(2, num_workers=1, task_kwargs={"fault": "sleep", "fault_step": 1, "sleep_seconds": 600.0})
+    env.reset(seed=0)
+    pids = worker_pids(env)
+    outcome: list[BaseException | None] = []
+
+    def step() -> None:
+        try:
+            env.step(torch.zeros(2, 1))
+            outcome.append(None)
+        except BaseException as error:  # recorded for the assertion below
+            outcome.append(error)
+
+    stepping = threading.Thread(target=step)
+    stepping.start()
+    time.sleep(2.0)  # lets the step reach its wait (either order must end in a clear error; this one is the aim)
+    env.close(timeout=0.5)
+    stepping.join(60.0)
+    assert not stepping.is_alive()
+    (error,) = outcome
+    # before the step was sent: the env was already closed; while it waited: the pool says it was closed
+    assert isinstance(error, (ClosedEnvironmentError, PoolClosedError)), repr(error)
+    if isinstance(error, PoolClosedError):
+        assert str(error) == "step: the env was closed while waiting for the workers"
+    assert env.closed
+    assert not [pid for pid in pids if psutil.pid_exists(pid)]
