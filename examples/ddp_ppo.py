@@ -495,19 +495,8 @@ def _train(
     (out_dir / RANK_REPORT.format(rank=info.rank)).write_text(json.dumps(report, indent=1))
     if info.is_main:
         checkpoint_path = out_dir / train_ppo.CHECKPOINT_NAME
-        torch.save(
-            {  # train_ppo's format: train_ppo.load_checkpoint reads it
-                "agent": agent.state_dict(),
-                "obs_normalizer": obs_norm.state_dict(),
-                "obs_clip": obs_norm.clip,
-                "obs_norm": obs_norm.enabled,
-                "args": vars(args),
-                "global_step": global_step,
-                "obs_shape": tuple(obs_shape),
-                "act_shape": tuple(act_shape),
-                "world_size": world,
-            },
-            checkpoint_path,
+        train_ppo.save_checkpoint(
+            checkpoint_path, agent, obs_norm, args, global_step, obs_shape, act_shape, world_size=world
         )
         metrics = {
             "task": args.task,

@@ -1025,19 +1025,7 @@ def _train(args: argparse.Namespace, envs, out_dir: Path, start: float) -> dict[
     )
 
     checkpoint_path = out_dir / CHECKPOINT_NAME
-    torch.save(
-        {
-            "agent": agent.state_dict(),
-            "obs_normalizer": obs_norm.state_dict(),
-            "obs_clip": obs_norm.clip,
-            "obs_norm": obs_norm.enabled,
-            "args": vars(args),
-            "global_step": global_step,
-            "obs_shape": tuple(obs_shape),
-            "act_shape": tuple(act_shape),
-        },
-        checkpoint_path,
-    )
+    save_checkpoint(checkpoint_path, agent, obs_norm, args, global_step, obs_shape, act_shape)
 
     evaluation = None
     eval_time = 0.0
@@ -1102,6 +1090,33 @@ def _train(args: argparse.Namespace, envs, out_dir: Path, start: float) -> dict[
     )
     print(summary, flush=True)
     return result
+
+
+def save_checkpoint(
+    path: Path,
+    agent: Agent,
+    obs_norm: ObsNormalizer,
+    args: argparse.Namespace,
+    global_step: int,
+    obs_shape: Sequence[int],
+    act_shape: Sequence[int],
+    **extra: Any,
+) -> None:
+    """Write what ``load_checkpoint`` reads (plus ``extra`` entries, e.g. ``ddp_ppo``'s world size)."""
+    torch.save(
+        {
+            "agent": agent.state_dict(),
+            "obs_normalizer": obs_norm.state_dict(),
+            "obs_clip": obs_norm.clip,
+            "obs_norm": obs_norm.enabled,
+            "args": vars(args),
+            "global_step": global_step,
+            "obs_shape": tuple(obs_shape),
+            "act_shape": tuple(act_shape),
+            **extra,
+        },
+        path,
+    )
 
 
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> tuple[Agent, ObsNormalizer]:

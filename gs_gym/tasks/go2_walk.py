@@ -185,7 +185,10 @@ class Go2Walk(Task):
         joints = [self.robot.get_joint(name) for name in config.joint_names]
         self.dofs = [joint.dofs_idx_local[0] for joint in joints]
         """The joints' local dof indices, in the order of ``joint_names`` (the order of actions and observations)."""
-        if self.robot.base_joint.type != gs.JOINT_TYPE.FREE or sorted(self.dofs) != list(range(6, 6 + NUM_JOINTS)):
+        # Index lists handed to Genesis are copied to the device on every call (a host sync each): the step path
+        # gives Genesis ranges and reorders on the device instead. Genesis orders the joint dofs 6..17.
+        self.joint_dofs_range = range(6, 6 + NUM_JOINTS)
+        if self.robot.base_joint.type != gs.JOINT_TYPE.FREE or sorted(self.dofs) != list(self.joint_dofs_range):
             raise ValueError(f"go2-walk: expected a free base and {NUM_JOINTS} joint dofs after it in {config.urdf}")
         self.robot.set_dofs_kp(torch.full((NUM_JOINTS,), config.kp), self.dofs)
         self.robot.set_dofs_kv(torch.full((NUM_JOINTS,), config.kv), self.dofs)
@@ -206,9 +209,6 @@ class Go2Walk(Task):
         self.default_dof_pos = tensor(config.default_joint_angles)
         self.base_init_pos = tensor(config.base_init_pos)
         self.gravity_world = tensor((0.0, 0.0, -1.0)).expand(n, 3)
-        # Index lists handed to Genesis are copied to the device on every call (a host sync each): the step path
-        # gives Genesis ranges and reorders on the device instead. Genesis orders the joint dofs 6..17.
-        self.joint_dofs_range = range(6, 6 + NUM_JOINTS)
         self.to_genesis_order = torch.tensor([self.dofs.index(d) for d in self.joint_dofs_range], device=device)
         self.joint_dof_index = torch.tensor(self.dofs, device=device)
         # qpos of a fresh episode, one full row per env: set_qpos with a boolean envs_idx writes the masked rows
@@ -272,7 +272,7 @@ class Go2Walk(Task):
         if c.reset_joint_noise > 0.0:
             noise = self.random.uniform(mask, (NUM_JOINTS,), -c.reset_joint_noise, c.reset_joint_noise)
             qpos = qpos.clone()
-            qpos[:, self.joint_qs] += noise
+            qpos[:, self.joint_q_index] += noise  # a device index: no list copied to the device
         self.robot.set_qpos(qpos, envs_idx=mask, zero_velocity=True)
         keep = ~mask.unsqueeze(1)
         self.actions = self.actions * keep

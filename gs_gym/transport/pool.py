@@ -139,6 +139,10 @@ class _Worker:
         self.output.close()
 
 
+def _closed_while_waiting(during: str) -> PoolClosedError:
+    return PoolClosedError(f"{during}: the env was closed while waiting for the workers")
+
+
 def stop_processes(processes: Sequence[Any], grace: float = 1.0) -> None:
     """SIGTERM every live process and wait up to ``grace`` s for all of them together, then SIGKILL those left and
     reap them (another ``grace`` at most): about ``2 * grace`` s whatever the processes do."""
@@ -248,7 +252,12 @@ class WorkerPool:
     ) -> Collected:
         """Wait for the replies of ``shards`` (in that order); see ``ShardPool.collect``."""
         with self._talking:
-            return self._collect(shards, timeout, during, tolerate_crashes, skip)
+            try:
+                return self._collect(shards, timeout, during, tolerate_crashes, skip)
+            except (OSError, ValueError) as error:  # a pipe that close() in another thread shut under this wait
+                if self._closed:
+                    raise _closed_while_waiting(during) from error
+                raise
 
     def _collect(
         self, shards: Sequence[int], timeout: float | None, during: str, tolerate_crashes: bool, skip: Sequence[int]
@@ -336,7 +345,7 @@ class WorkerPool:
                         reply = None
                 if reply is None:
                     if self._closed:  # close() from another thread stopped the workers while this one waited
-                        raise PoolClosedError(f"{during}: the env was closed while waiting for the workers")
+                        raise _closed_while_waiting(during)
                     crash = worker.crashed(during)
                     if crashed is None:
                         raise crash
