@@ -156,6 +156,7 @@ def make_env(args: Args, raw_wrapper: Callable[[gym.vector.VectorEnv], gym.vecto
         output="numpy",
         autoreset_mode=AutoresetMode.NEXT_STEP,
         task_kwargs=task_kwargs,
+        verbose=True,  # start-up progress on stderr even in a log or CI (a cold build compiles for minutes)
     )
     if raw_wrapper is not None:
         envs = raw_wrapper(envs)

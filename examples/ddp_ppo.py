@@ -271,6 +271,7 @@ def train(args: argparse.Namespace, info: RankInfo, env_kwargs: dict[str, Any]) 
         autoreset_mode=AutoresetMode.SAME_STEP,
         task_kwargs=args.task_kwargs,
         performance_mode=args.performance_mode,
+        verbose=True,  # start-up progress on stderr even in a log or CI (a cold build compiles for minutes)
         **workers,
         **env_kwargs,
     )

@@ -791,6 +791,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         autoreset_mode=AutoresetMode.SAME_STEP,
         task_kwargs=args.task_kwargs,
         performance_mode=getattr(args, "performance_mode", False),
+        verbose=True,  # start-up progress on stderr even in a log or CI (a cold build compiles for minutes)
     )
     try:
         return _train(args, envs, out_dir, start)

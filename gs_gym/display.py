@@ -2,7 +2,7 @@
 
 The transport only reports stages (``gs_gym.transport.progress``); ``GenesisVectorEnv`` opens one of these displays
 through ``StartupDisplay``. ``RichProgress`` draws live rows with ``rich`` on a terminal; ``PlainProgress`` writes one
-line per change (logs, notebooks, or without ``rich``).
+line per change, and a heartbeat line while a row stays in one stage (logs, notebooks, or without ``rich``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,11 @@ from gs_gym.transport.progress import READY, STARTING, BuildProgress
 
 
 class PlainProgress(BuildProgress):
-    """One line per change: ``gs_gym worker 0 (cpu): building scene``, ``...: ready after 12.3 s``."""
+    """One line per change: ``gs_gym worker 0 (cpu): building scene``, ``...: ready after 12.3 s``; and, for a row
+    that has written nothing for ``heartbeat`` seconds and is not ready, a line with its time since it started:
+    ``gs_gym worker 0 (cpu): building scene (35 s)``, so that a log shows the build alive through minutes of kernel
+    compilation. Heartbeats come from ``tick`` (called by the build wait); a late tick writes one line, not several.
+    """
 
     def __init__(
         self,
@@ -25,16 +29,34 @@ class PlainProgress(BuildProgress):
         stream: TextIO,
         *,
         notice: str | None = None,
+        heartbeat: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if not heartbeat > 0:
+            raise ValueError(f"heartbeat: expected seconds > 0, got {heartbeat!r}")
         super().__init__(names, clock=clock)
+        self.heartbeat = heartbeat
+        self.tick_every = min(1.0, heartbeat)
+        """Ticks every second at most: a heartbeat comes at most a second late."""
         self._stream = stream
+        self._last_line = list(self._started)
+        """Per row: when its last line was written (``clock`` time)."""
         if notice:
             self._write(f"gs_gym: {notice}")
         for name in self.names:
             self._write(f"gs_gym {name}: {STARTING}")
 
+    def tick(self) -> None:
+        if self._closed:
+            return
+        now = self._clock()
+        for row, stage in enumerate(self.stages):
+            if stage != READY and now - self._last_line[row] >= self.heartbeat:
+                self._last_line[row] = now
+                self._write(f"gs_gym {self.names[row]}: {stage} ({now - self._started[row]:.0f} s)")
+
     def _show(self, row: int, stage: str, elapsed: float) -> None:
+        self._last_line[row] = self._clock()
         text = f"{READY} after {elapsed:.1f} s" if stage == READY else stage
         self._write(f"gs_gym {self.names[row]}: {text}")
 

@@ -297,7 +297,9 @@ class WorkerPool:
                     self._workers[index] = worker
                 else:
                     self._workers.append(worker)
-            return self._collect_replies(indices, self._build_timeout, during, expected_seq=0, fail_fast=True)
+            return self._collect_replies(
+                indices, self._build_timeout, during, expected_seq=0, fail_fast=True, display=display
+            )
 
     def _collect_replies(
         self,
@@ -308,14 +310,17 @@ class WorkerPool:
         *,
         fail_fast: bool = False,
         crashed: dict[int, WorkerCrashedError | None] | None = None,
+        display: BuildProgress | None = None,
     ) -> list[Any]:
         """Replies of ``indices``; a crash raises at once unless ``crashed`` is given, where it is recorded (workers
-        already in it are not waited for and get the value None)."""
+        already in it are not waited for and get the value None). ``display`` (a build's) is ticked each time the
+        wait wakes, which is at least every ``display.tick_every`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
         skipped = set() if crashed is None else set(crashed)
         pending = {index: self._workers[index] for index in indices if index not in skipped}
         values: dict[int, Any] = dict.fromkeys(skipped)
         errors: dict[int, WorkerError] = {}
+        tick_every = None if display is None else display.tick_every
         while pending:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             waitables: dict[Any, _Worker] = {}
@@ -324,8 +329,13 @@ class WorkerPool:
                 waitables[worker.process.sentinel] = worker
             if self._spin_wait and (remaining is None or remaining > self._spin_wait):
                 spin_until_readable([worker.conn for worker in pending.values()], self._spin_wait)
-            ready = wait(list(waitables), remaining)
-            if not ready:
+            wake = remaining
+            if tick_every is not None and (remaining is None or remaining > tick_every):
+                wake = tick_every  # wakes before the deadline to tick the display
+            ready = wait(list(waitables), wake)
+            if display is not None:
+                display.tick()
+            if not ready and wake == remaining:  # timed out (not merely woken to tick)
                 for worker in pending.values():
                     worker.hung = True
                 worker = next(iter(pending.values()))

@@ -1,10 +1,10 @@
 """Start-up events: the stages a worker reports while it builds, and the ``BuildProgress`` interface that receives
 them.
 
-A build wait opens a ``BuildProgress`` over its rows (one per worker), feeds it the stages the workers report and
-closes it. ``BuildProgress`` itself shows nothing; the displays that render rows or lines live above the transport,
-in ``gs_gym.display``. Every row starts at ``STARTING``; ``READY`` ends it; rows still unfinished when the display
-closes (a failed build) end ``STOPPED``.
+A build wait opens a ``BuildProgress`` over its rows (one per worker), feeds it the stages the workers report, calls
+its ``tick`` while waiting (if it asks for ticks) and closes it. ``BuildProgress`` itself shows nothing; the displays
+that render rows or lines live above the transport, in ``gs_gym.display``. Every row starts at ``STARTING``;
+``READY`` ends it; rows still unfinished when the display closes (a failed build) end ``STOPPED``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,10 @@ class BuildProgress:
     """Stages per row, with no output: the silent display and the base of the others. Updates after ``close`` are
     ignored, so a worker may keep a reference to it."""
 
+    tick_every: float | None = None
+    """Longest the build wait may block without calling ``tick``, in seconds; None: this display needs no ticks (the
+    wait then blocks until a reply or its deadline, as if there were no display)."""
+
     def __init__(self, names: Sequence[str], *, clock: Callable[[], float] = time.monotonic) -> None:
         self.names = list(names)
         self.stages = [STARTING] * len(self.names)
@@ -40,6 +44,10 @@ class BuildProgress:
             return
         self.stages[row] = stage
         self._show(row, stage, self._clock() - self._started[row])
+
+    def tick(self) -> None:
+        """Called by the build wait each time it wakes, at least every ``tick_every`` seconds: a display that shows
+        time passing (a worker compiling kernels reports nothing for minutes) does it here, reading its clock."""
 
     def close(self) -> None:
         """Mark unfinished rows ``STOPPED`` and release the display. Idempotent."""

@@ -94,6 +94,68 @@ def test_plain_progress_writes_one_line_per_change():
     ]
 
 
+def test_plain_progress_heartbeat_comes_after_the_interval_for_rows_not_ready():
+    clock, stream = FakeClock(), io.StringIO()
+    display = PlainProgress(NAMES, stream, heartbeat=10.0, clock=clock)
+    clock.now = 103.0
+    display.update(0, "importing genesis")  # a line: row 0's interval starts again
+    clock.now = 109.9
+    display.tick()  # before the interval: nothing
+    clock.now = 110.0
+    display.tick()  # row 1 has been silent for 10 s
+    display.tick()  # one line per interval, however often ticked
+    clock.now = 113.0
+    display.tick()  # row 0's turn
+    clock.now = 114.0
+    display.update(1, READY)
+    clock.now = 125.0
+    display.tick()  # row 0 again; row 1 is ready
+    clock.now = 134.9
+    display.tick()
+    display.close()
+    assert stream.getvalue().splitlines() == [
+        "gs_gym worker 0 (cpu): starting",
+        "gs_gym worker 1 (cpu): starting",
+        "gs_gym worker 0 (cpu): importing genesis",
+        "gs_gym worker 1 (cpu): starting (10 s)",
+        "gs_gym worker 0 (cpu): importing genesis (13 s)",
+        "gs_gym worker 1 (cpu): ready after 14.0 s",
+        "gs_gym worker 0 (cpu): importing genesis (25 s)",
+        "gs_gym worker 0 (cpu): stopped",
+    ]
+
+
+def test_plain_progress_late_tick_writes_one_heartbeat():
+    clock, stream = FakeClock(), io.StringIO()
+    display = PlainProgress(NAMES[:1], stream, heartbeat=10.0, clock=clock)
+    display.update(0, "building scene")
+    clock.now = 145.0
+    display.tick()  # 45 s without a tick: one line, not four
+    clock.now = 154.9
+    display.tick()
+    clock.now = 155.0
+    display.tick()
+    display.close()
+    clock.now = 200.0
+    display.tick()  # closed: nothing
+    assert stream.getvalue().splitlines() == [
+        "gs_gym worker 0 (cpu): starting",
+        "gs_gym worker 0 (cpu): building scene",
+        "gs_gym worker 0 (cpu): building scene (45 s)",
+        "gs_gym worker 0 (cpu): building scene (55 s)",
+        "gs_gym worker 0 (cpu): stopped",
+    ]
+
+
+def test_plain_progress_asks_for_ticks_often_enough_for_its_heartbeat():
+    assert BuildProgress(NAMES).tick_every is None  # the silent display: the build wait never wakes for it
+    assert PlainProgress(NAMES, io.StringIO()).heartbeat == 10.0
+    assert PlainProgress(NAMES, io.StringIO()).tick_every == 1.0
+    assert PlainProgress(NAMES, io.StringIO(), heartbeat=0.25).tick_every == 0.25
+    with pytest.raises(ValueError, match=r"^heartbeat: expected seconds > 0, got 0$"):
+        PlainProgress(NAMES, io.StringIO(), heartbeat=0)
+
+
 def test_rich_progress_leaves_the_final_rows():
     from rich.console import Console
 
