@@ -8,9 +8,10 @@ For each task and n_envs, one path after the other in this process (path c also 
   a            ``Go2ReferenceEnv`` (``bench/go2_reference.py``): the example's style, same physics and terms (go2 only)
   b            ``GenesisVectorEnv(n, task, num_workers=0)`` with default options
   b-nochecks   the same with ``check_actions=False, check_observations=False``
-  b-copyfalse  the same with ``copy=False``
-  b-noact      the same with ``check_actions=False`` (the parent's sync on the actions off, the shard's kept)
-  c-noact      path c with ``check_actions=False`` (not run unless asked: what the parent's sync costs there)
+  b-copyfalse  the same with ``copy=False`` (not run unless asked)
+  b-noact      the same with ``check_actions=False`` (not run unless asked: the action check's few kernels)
+  c-nochecks   path c with ``check_actions=False, check_observations=False`` (what the checks' one wait costs there)
+  c-spin       path c with ``spin_wait_us=20000`` (parent and worker poll their pipe instead of sleeping on it)
   c            ``GenesisVectorEnv(n, task, num_workers=1)``: the default multi-process path (CUDA IPC on a GPU,
                shared memory on the CPU backend)
   d            the task's raw hooks, no resets and no wrapper: ``apply_actions, simulate, read_state, observe,
@@ -84,14 +85,15 @@ PATH_LABELS = {
     "b-nochecks": "in-process, check_actions/observations off",
     "b-copyfalse": "in-process, copy=False",
     "b-noact": "in-process, check_actions off",
-    "c-noact": "1 worker, check_actions off",
+    "c-nochecks": "1 worker, check_actions/observations off",
+    "c-spin": "1 worker, spin_wait_us=20000",
     "c": "gs_gym default (num_workers=1)",
     "d": "raw task hooks, no resets",
     "b'": "in-process, episode ends lifted",
 }
 PATH_ALIASES = {"b-noends": "b'", "bp": "b'"}
 TASK_PATHS = {
-    "go2-walk": ["a", "b", "c", "d", "b'", "b-nochecks", "b-copyfalse", "b-noact"],
+    "go2-walk": ["a", "b", "c", "d", "b'", "b-nochecks", "c-nochecks", "c-spin"],
     "franka-reach": ["b", "c", "d", "b'"],
 }
 """The paths each task runs by default, in the order they run (the ratios' paths first)."""
@@ -105,7 +107,8 @@ VECTOR_ENV_OPTIONS = {
     "b-nochecks": {"num_workers": 0, "check_actions": False, "check_observations": False},
     "b-copyfalse": {"num_workers": 0, "copy": False},
     "b-noact": {"num_workers": 0, "check_actions": False},
-    "c-noact": {"num_workers": 1, "check_actions": False},
+    "c-nochecks": {"num_workers": 1, "check_actions": False, "check_observations": False},
+    "c-spin": {"num_workers": 1, "spin_wait_us": 20000},
     "c": {"num_workers": 1},
     "b'": {"num_workers": 0},
 }

@@ -32,7 +32,6 @@ class BatchIO:
         output: str,
         copy: bool,
         main_device: torch.device,
-        check_actions: bool,
     ) -> None:
         self.ranges = list(ranges)
         self.num_envs = self.ranges[-1].stop
@@ -40,7 +39,6 @@ class BatchIO:
         self.output = output
         self.copy = copy
         self.main_device = main_device
-        self.check_actions = check_actions
         self._to_gpu = main_device.type == "cuda"
         """Copies into ``main_device`` may be asynchronous only there (a copy to the host must block)."""
         self._gathered = (
@@ -48,8 +46,9 @@ class BatchIO:
         )
 
     def action_parts(self, actions: Any) -> list[torch.Tensor]:
-        """Each shard's slice of ``actions``, validated (nothing is written yet); with ``output="shards"`` also a
-        tuple of one tensor per shard. Detached from autograd: the env's buffers never join a graph."""
+        """Each shard's slice of ``actions``, their type, shape and dtype checked (nothing is written yet); with
+        ``output="shards"`` also a tuple of one tensor per shard. Detached from autograd: the env's buffers never join
+        a graph."""
         if (
             self.output == "shards"
             and isinstance(actions, (tuple, list))
@@ -61,10 +60,10 @@ class BatchIO:
                     f"got a {type(actions).__name__} of {len(actions)}"
                 )
             return [
-                as_action_tensor(part, (shard.count, *self.action_shape), self.check_actions, name=f"actions[{i}]")
+                as_action_tensor(part, (shard.count, *self.action_shape), name=f"actions[{i}]")
                 for i, (shard, part) in enumerate(zip(self.ranges, actions, strict=True))
             ]
-        batch = as_action_tensor(actions, (self.num_envs, *self.action_shape), self.check_actions)
+        batch = as_action_tensor(actions, (self.num_envs, *self.action_shape))
         return [batch[shard.offset : shard.stop] for shard in self.ranges]
 
     @staticmethod

@@ -21,7 +21,7 @@ from gs_gym.vector.options import EnvOptions, as_seconds, parse_options
 from gs_gym.vector.pools import random_seed, shard_specs, start_pool
 from gs_gym.vector.shard import kernel_cache_notice
 from gs_gym.vector.sharding import EnvRange, split_envs
-from gs_gym.vector.validation import check_reset_mask, check_seed
+from gs_gym.vector.validation import check_reset_mask, check_seed, non_finite_actions_error
 
 
 class GenesisVectorEnv(VectorEnv):
@@ -57,10 +57,8 @@ class GenesisVectorEnv(VectorEnv):
         self.observation_space = batch_space(single_obs, opts.num_envs)
         self.action_space = batch_space(single_act, opts.num_envs)
         self.env_ranges: list[EnvRange] = split_envs(opts.num_envs, max(opts.num_workers, 1))
-        self._io = BatchIO(
-            self.env_ranges, single_obs.shape, single_act.shape, output=opts.output, copy=opts.copy,
-            main_device=opts.main_device, check_actions=opts.check_actions,
-        )  # fmt: skip
+        self._io = BatchIO(self.env_ranges, single_obs.shape, single_act.shape,
+                           output=opts.output, copy=opts.copy, main_device=opts.main_device)  # fmt: skip
         base_seed = random_seed() if opts.seed is None else opts.seed
         pool = start_pool(opts, shard_specs(opts, self.env_ranges, base_seed), progress)
         self._client = ShardClient(pool, self._life, step_timeout=opts.step_timeout, base_seed=base_seed)
@@ -167,7 +165,8 @@ class GenesisVectorEnv(VectorEnv):
             under SAME_STEP, when some env finished, ``"final_obs"`` (every env's observation before the reset; a
             dense batch) with its mask ``"_final_obs"``, and ``"final_info"``/``"_final_info"``; with
             ``on_worker_failure="restart"``, ``"worker_restarted"``/``"_worker_restarted"`` marking the envs of
-            restarted workers. Raises ``WorkerError`` subclasses for worker failures.
+            restarted workers. Raises ``WorkerError`` subclasses for worker failures, and ``ValueError`` for
+            non-finite actions (see ``step_async``; the env stays usable).
         """
         self._life.require(State.STEP_PENDING, action="step_wait")
         timeout = as_seconds("timeout", timeout, allow_none=True)
@@ -178,6 +177,9 @@ class GenesisVectorEnv(VectorEnv):
         restarted = client.restart({**self._send_crashes, **collected.crashed})
         shards = client.shards
         self._life.state = State.READY
+        rejected = [env for outcome in collected.values if outcome is not None for env in outcome.non_finite_actions]
+        if rejected:
+            raise non_finite_actions_error(rejected)
         info: dict[str, Any] = {}
         if self.autoreset_mode == AutoresetMode.SAME_STEP and (
             restarted or any(outcome is not None and outcome.any_done for outcome in collected.values)

@@ -39,6 +39,11 @@ def as_bool(name: str, value: Any) -> bool:
     raise TypeError(f"{name}: expected True or False, got {value!r}")
 
 
+LONGEST_WAIT = 1e6
+"""Seconds: the longest timeout accepted. The OS waits under the pool's take at most 2**31 - 1 ms (about 24.8 days)
+and raise ``OverflowError`` beyond, so larger values are refused up front, not half-way through a command."""
+
+
 @overload
 def as_seconds(name: str, value: Any, *, allow_none: Literal[False]) -> float: ...
 
@@ -48,13 +53,15 @@ def as_seconds(name: str, value: Any, *, allow_none: bool) -> float | None: ...
 
 
 def as_seconds(name: str, value: Any, *, allow_none: bool) -> float | None:
-    """A positive, finite number of seconds (or None where waiting forever is allowed)."""
+    """A positive, finite number of seconds up to ``LONGEST_WAIT`` (or None where waiting forever is allowed)."""
     if value is None and allow_none:
         return None
+    none = " or None (wait forever)" if allow_none else ""
     # ``not value <= 0`` is ``value > 0`` for the finite reals that reach it; numbers.Real declares only < and <=.
     if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and not value <= 0:
-        return float(value)
-    none = " or None (wait forever)" if allow_none else ""
+        if value <= LONGEST_WAIT:
+            return float(value)
+        raise ValueError(f"{name}: expected at most {LONGEST_WAIT:.0f} seconds{none}, got {value!r}")
     raise ValueError(f"{name}: expected a positive, finite number of seconds{none}, got {value!r}")
 
 

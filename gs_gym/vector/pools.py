@@ -36,6 +36,7 @@ def shard_specs(options: EnvOptions, ranges: list[EnvRange], base_seed: int) -> 
             performance_mode=options.performance_mode,
             share_buffers=options.num_workers > 0,
             host_buffers=options.host_buffers,
+            check_actions=options.check_actions,
             check_observations=options.check_observations,
             genesis_logging_level=options.genesis_logging_level,
         )

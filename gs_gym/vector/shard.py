@@ -5,12 +5,15 @@ process, or in the parent for the in-process reference, and behaves identically 
 results written to its preallocated ``ShardBuffers``, and the autoreset mode is applied here, next to the
 simulation, so that a step costs one round trip whatever the mode.
 
-A step makes no host sync unless a feature asks for one: ``check_observations`` (on by default) waits, at the very
-end of the step, for one flag queued as soon as the outputs exist (``gs_gym.vector.flags``); SAME_STEP autoreset
-waits for "any env done" before it resets. Resets go to the task as boolean masks, so that the host never looks at
-which envs are done; under NEXT_STEP the previous step's "any env done", copied to the host without a wait, lets a
-step after which no env finished skip the reset (a Genesis ``set_qpos`` costs about a third of a ``scene.step``'s
-host time).
+A step makes no host sync unless a feature asks for one: ``check_actions`` and ``check_observations`` (both on by
+default) wait, at the very end of the step, for one flag that covers both, queued as soon as the outputs exist
+(``gs_gym.vector.flags``); SAME_STEP autoreset waits for "any env done" before it resets. Non-finite actions are
+therefore found after the step: the task is given them with NaN and inf replaced by 0, and the step reports the
+envs, which the parent raises as a ``ValueError`` with every shard still in step.
+
+Resets go to the task as boolean masks, so that the host never looks at which envs are done; under NEXT_STEP the
+previous step's "any env done", copied to the host without a wait, lets a step after which no env finished skip the
+reset (a Genesis ``set_qpos`` costs about a third of a ``scene.step``'s host time).
 """
 
 from __future__ import annotations
@@ -60,6 +63,9 @@ class ShardSpec:
     """Export the buffers to another process (shared memory on the host, CUDA IPC with sync events on a GPU)."""
     host_buffers: bool = False
     """Keep the buffers in host memory even when the simulation runs on a GPU (one copy each way per step)."""
+    check_actions: bool = True
+    """Give the task NaN and inf actions as 0 and report the envs in ``StepOutcome`` (no host sync of its own: it
+    shares the one of ``check_observations``, or makes it)."""
     check_observations: bool = True
     """Raise ``NonFiniteObservationError`` when observations or rewards hold NaN or inf (one host sync per step)."""
     genesis_logging_level: str = "warning"
@@ -68,9 +74,12 @@ class ShardSpec:
 
 @dataclasses.dataclass(frozen=True)
 class StepOutcome:
-    """What a step tells the parent beyond its buffers: whether some env finished (SAME_STEP only, else None)."""
+    """What a step tells the parent beyond its buffers."""
 
     any_done: bool | None = None
+    """Whether some env finished (SAME_STEP only, else None)."""
+    non_finite_actions: tuple[int, ...] = ()
+    """Global indices of the envs whose actions held NaN or inf (``check_actions``); the task got them as 0."""
 
 
 class EnvShard:
@@ -103,7 +112,7 @@ class EnvShard:
         self._any_done = HostFlag(self.device, initial=True)
         """Whether some env finished in the last step: read at the next step (NEXT_STEP: no env, no reset work)."""
         self._all_finite = HostFlag(self.device, initial=True)
-        """Whether the last outputs checked were all finite (``check_observations``)."""
+        """Whether the last values checked were all finite (``check_actions``, ``check_observations``)."""
         self._all = torch.ones(spec.num_envs, dtype=torch.bool, device=self.device)
 
     def handshake(self) -> Handshake:
@@ -132,8 +141,8 @@ class EnvShard:
         self._reset(reset_mask)
         self.task.read_state()
         observations = self.task.observe()
-        self._start_finite_check(observations, None)
-        self._finish_finite_check(observations, None)
+        self._start_finite_check(observations, None, None)
+        self._finish_finite_check(observations, None, None)
         buffers = self.buffers
         buffers.observations.copy_(observations)
         buffers.rewards.zero_()
@@ -145,7 +154,8 @@ class EnvShard:
         """Apply ``buffers.actions``, advance one control step and write the results under the autoreset mode."""
         self._await_parent()
         task, buffers, mode, steps = self.task, self.buffers, self.spec.autoreset_mode, self.context.episode_steps
-        task.apply_actions(buffers.actions.to(self.device, non_blocking=True))
+        actions = buffers.actions.to(self.device, non_blocking=True)
+        task.apply_actions(actions.nan_to_num(0.0, posinf=0.0, neginf=0.0) if self.spec.check_actions else actions)
         task.simulate()
         steps += 1
         next_step = mode == AutoresetMode.NEXT_STEP
@@ -156,7 +166,7 @@ class EnvShard:
         task.read_state()
         observations = task.observe()
         rewards = task.compute_rewards()
-        self._start_finite_check(observations, rewards)  # read at the end: the hooks below overlap its wait
+        self._start_finite_check(observations, rewards, actions)  # read at the end: the hooks below overlap its wait
         terminated = task.compute_terminated()
         truncated = steps >= self._max_steps
         extra = task.compute_truncated()
@@ -169,12 +179,12 @@ class EnvShard:
         done = terminated | truncated
         if mode != AutoresetMode.DISABLED:
             self._any_done.start(done.any())
-        outcome = StepOutcome()
+        any_done: bool | None = None
+        bad_actions: tuple[int, ...] = ()
         if mode == AutoresetMode.SAME_STEP:
             buffers.final_observations.copy_(observations)
-            self._finish_finite_check(observations, rewards)
+            bad_actions = self._finish_finite_check(observations, rewards, actions)
             any_done = self._any_done.read()
-            outcome = StepOutcome(any_done=any_done)
             if any_done:
                 self._reset(done)
                 task.read_state()
@@ -186,9 +196,9 @@ class EnvShard:
         buffers.terminated.copy_(terminated)
         buffers.truncated.copy_(truncated)
         if mode != AutoresetMode.SAME_STEP:
-            self._finish_finite_check(observations, rewards)
+            bad_actions = self._finish_finite_check(observations, rewards, actions)
         self._release_to_parent()
-        return outcome
+        return StepOutcome(any_done=any_done, non_finite_actions=bad_actions)
 
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Call the task's method ``name``, or return its attribute when it is not callable."""
@@ -213,18 +223,35 @@ class EnvShard:
         self.context.episode_steps.masked_fill_(mask, 0)
         self._needs_reset = self._needs_reset & ~mask
 
-    def _start_finite_check(self, observations: torch.Tensor, rewards: torch.Tensor | None) -> None:
-        """Queue the test of the outputs for NaN and inf (when ``check_observations``): the sum of each env's
-        observations and reward is non-finite when any of them is, so one reduction tells (a float32 overflow of
-        finite values too, which the slow path then clears)."""
-        if self.spec.check_observations:
-            total = observations.reshape(self.spec.num_envs, -1).sum(dim=1)
-            self._all_finite.start(torch.isfinite(total if rewards is None else total + rewards).all())
+    def _start_finite_check(
+        self, observations: torch.Tensor, rewards: torch.Tensor | None, actions: torch.Tensor | None
+    ) -> None:
+        """Queue the test for NaN and inf of what the checks that are on cover: the sum of each env's values is
+        non-finite when any of them is, so one reduction tells (a float32 overflow of finite values too, which the
+        slow path then clears)."""
+        spec, rows = self.spec, self.spec.num_envs
+        total = observations.reshape(rows, -1).sum(dim=1) if spec.check_observations else None
+        if total is not None and rewards is not None:
+            total = total + rewards
+        if spec.check_actions and actions is not None:
+            action_sums = actions.reshape(rows, -1).sum(dim=1)
+            total = action_sums if total is None else total + action_sums
+        if total is not None:
+            self._all_finite.start(torch.isfinite(total).all())
 
-    def _finish_finite_check(self, observations: torch.Tensor, rewards: torch.Tensor | None) -> None:
-        """The step's one host wait: raise ``NonFiniteObservationError`` naming the hook and envs."""
-        if self.spec.check_observations and not self._all_finite.read():
+    def _finish_finite_check(
+        self, observations: torch.Tensor, rewards: torch.Tensor | None, actions: torch.Tensor | None
+    ) -> tuple[int, ...]:
+        """The step's one host wait: raise ``NonFiniteObservationError`` naming the hook and envs; the global indices
+        of the envs whose actions were not finite."""
+        if self._all_finite.read():  # also when no check is on: nothing was started
+            return ()
+        if self.spec.check_observations:
             self._raise_non_finite(observations, rewards)
+        if not self.spec.check_actions or actions is None:
+            return ()
+        bad = ~torch.isfinite(actions).reshape(self.spec.num_envs, -1).all(dim=1)
+        return tuple(self.spec.env_offset + i for i in bad.nonzero().flatten().tolist())
 
     def _raise_non_finite(self, observations: torch.Tensor, rewards: torch.Tensor | None) -> None:
         """The slow path of the finite check: name the hook and the envs (nothing when every value is finite)."""

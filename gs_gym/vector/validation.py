@@ -1,4 +1,7 @@
-"""Checks on user input, done in the parent before anything is sent, so a rejected call changes nothing."""
+"""Checks on user input, done in the parent before anything is sent, so a rejected call changes nothing.
+
+Action values are the exception: whether they are finite is known only on their device, so the shards check it
+with the step's one wait (``ShardSpec.check_actions``)."""
 
 from __future__ import annotations
 
@@ -11,11 +14,10 @@ import torch
 Seeds = int | list[int | None] | None
 
 
-def as_action_tensor(
-    actions: Any, expected_shape: tuple[int, ...], check_finite: bool, name: str = "actions"
-) -> torch.Tensor:
-    """Return ``actions`` as a float32 tensor (on its own device) after checking type, shape, dtype and values;
-    errors call it ``name``."""
+def as_action_tensor(actions: Any, expected_shape: tuple[int, ...], name: str = "actions") -> torch.Tensor:
+    """Return ``actions`` as a float32 tensor (on its own device) after checking type, shape and dtype; errors call
+    it ``name``. Values are not looked at here (that would wait for the device): NaN and inf are the shards'
+    ``check_actions``."""
     if isinstance(actions, (list, tuple)):
         actions = np.asarray(actions)
     if isinstance(actions, np.ndarray):
@@ -28,11 +30,16 @@ def as_action_tensor(
         raise ValueError(f"{name}: expected a real-valued tensor, got dtype {actions.dtype}")
     if tuple(actions.shape) != expected_shape:
         raise ValueError(f"{name}: expected shape {expected_shape}, got {tuple(actions.shape)}")
-    actions = actions.detach().to(torch.float32)
-    if check_finite and not bool(torch.isfinite(actions).all()):
-        bad = (~torch.isfinite(actions)).reshape(actions.shape[0], -1).any(dim=1).nonzero().flatten().tolist()
-        raise ValueError(f"{name}: expected finite values, got NaN or inf for env(s) {bad[:10]}")
-    return actions
+    return actions.detach().to(torch.float32)
+
+
+def non_finite_actions_error(envs: Sequence[int]) -> ValueError:
+    """What ``step_wait`` raises when the shards report non-finite actions for ``envs`` (global indices)."""
+    more = f" and {len(envs) - 10} more" if len(envs) > 10 else ""
+    return ValueError(
+        f"actions: expected finite values, got NaN or inf for env(s) {list(envs[:10])}{more} "
+        "(the step ran with them as 0)"
+    )
 
 
 def check_seed(seed: Any, num_envs: int) -> Seeds:

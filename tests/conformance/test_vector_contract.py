@@ -143,15 +143,31 @@ def test_rejected_actions_change_nothing(shared_env, num_workers):
     bad_calls = [
         (torch.zeros(NUM_ENVS, 2), f"actions: expected shape ({NUM_ENVS}, 1), got ({NUM_ENVS}, 2)"),
         (torch.zeros(NUM_ENVS - 1, 1), f"actions: expected shape ({NUM_ENVS}, 1), got ({NUM_ENVS - 1}, 1)"),
-        (
-            torch.full((NUM_ENVS, 1), float("nan")),
-            f"actions: expected finite values, got NaN or inf for env(s) {list(range(NUM_ENVS))}",
-        ),
     ]
     for actions, message in bad_calls:
         with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
             env.step(actions)
     got = env.step(np.full((NUM_ENVS, 1), 0.5))  # numpy in, torch out
+    for a, b in zip(got[:4], expected[:4], strict=True):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("num_workers", WORKERS)
+def test_non_finite_actions_act_as_zero_then_raise(shared_env, num_workers):
+    """Found with the step's own wait (no sync before it): the step runs with NaN/inf as 0, then raises."""
+    env = shared_env(num_workers)
+    actions = torch.full((NUM_ENVS, 1), 0.5)
+    bad, zeroed = actions.clone(), actions.clone()
+    bad[[1, 5], 0] = torch.tensor([float("nan"), -float("inf")])
+    zeroed[[1, 5], 0] = 0.0
+    env.reset(seed=4)
+    env.step(zeroed)
+    expected = env.step(actions)
+    env.reset(seed=4)
+    message = "actions: expected finite values, got NaN or inf for env(s) [1, 5] (the step ran with them as 0)"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        env.step(bad)
+    got = env.step(actions)  # usable, and the rejected step happened with zeros
     for a, b in zip(got[:4], expected[:4], strict=True):
         assert torch.equal(a, b)
 

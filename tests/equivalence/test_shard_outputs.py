@@ -77,7 +77,7 @@ def test_bad_sharded_actions_are_refused_and_leave_the_env_usable(sharded_env):
         ((torch.zeros(4, 1), torch.zeros(4, 1)), "actions[1]: expected shape (3, 1), got (4, 1)"),
         (
             (torch.zeros(4, 1), torch.full((3, 1), float("nan"))),
-            "actions[1]: expected finite values, got NaN or inf for env(s) [0, 1, 2]",
+            "actions: expected finite values, got NaN or inf for env(s) [4, 5, 6] (the step ran with them as 0)",
         ),
     ]
     for actions, message in bad:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -45,6 +46,23 @@ def test_workers_match_the_in_process_env(envs):
     reference = rollout(envs["in-process"])
     for name in ("1 worker", "2 workers on GPU 0"):
         torch.testing.assert_close(rollout(envs[name]), reference, atol=1e-4, rtol=1e-4, msg=name)
+
+
+def test_non_finite_cuda_actions_act_as_zero_then_raise(envs):
+    """The check rides on the step's own wait: no host sync before the step, every split alike."""
+    actions = torch.full((NUM_ENVS, 1), 0.5, device="cuda")
+    bad, zeroed = actions.clone(), actions.clone()
+    bad[[3, 40], 0] = float("nan")
+    zeroed[[3, 40], 0] = 0.0
+    message = "actions: expected finite values, got NaN or inf for env(s) [3, 40] (the step ran with them as 0)"
+    for name, env in envs.items():
+        env.reset(seed=5)
+        env.step(zeroed)
+        expected = env.step(actions)[0]
+        env.reset(seed=5)
+        with pytest.raises(ValueError, match=re.escape(message)):
+            env.step(bad)
+        torch.testing.assert_close(env.step(actions)[0], expected, atol=0, rtol=0, msg=name)
 
 
 def test_outputs_live_on_the_main_gpu(envs):

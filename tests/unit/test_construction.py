@@ -84,6 +84,16 @@ from gs_gym.tasks.cartpole import CartPole
             "step_timeout: expected a positive, finite number of seconds or None (wait forever), got nan",
         ),
         (
+            {"num_envs": 4, "backend": "cpu", "step_timeout": 1e9},
+            ValueError,
+            "step_timeout: expected at most 1000000 seconds or None (wait forever), got 1000000000.0",
+        ),
+        (
+            {"num_envs": 4, "backend": "cpu", "build_timeout": 3e6},
+            ValueError,
+            "build_timeout: expected at most 1000000 seconds, got 3000000.0",
+        ),
+        (
             {"num_envs": 4, "backend": "cpu", "build_timeout": "60"},
             ValueError,
             "build_timeout: expected a positive, finite number of seconds, got '60'",

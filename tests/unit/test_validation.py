@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from gs_gym.vector.validation import as_action_tensor, check_reset_mask, check_seed
+from gs_gym.vector.validation import as_action_tensor, check_reset_mask, check_seed, non_finite_actions_error
 
 
 def test_actions_are_converted_to_float32_tensors():
-    out = as_action_tensor(np.zeros((3, 1), dtype=np.float64), (3, 1), True)
+    out = as_action_tensor(np.zeros((3, 1), dtype=np.float64), (3, 1))
     assert out.dtype == torch.float32 and out.shape == (3, 1)
-    assert torch.equal(as_action_tensor([[1], [2], [3]], (3, 1), True), torch.tensor([[1.0], [2.0], [3.0]]))
+    assert torch.equal(as_action_tensor([[1], [2], [3]], (3, 1)), torch.tensor([[1.0], [2.0], [3.0]]))
 
 
 @pytest.mark.parametrize(
@@ -26,21 +26,27 @@ def test_actions_are_converted_to_float32_tensors():
         ),
         (np.array([["a"], ["b"], ["c"]]), ValueError, "actions: expected a real-valued array, got dtype <U1"),
         ("left", TypeError, "actions: expected a torch.Tensor or numpy.ndarray, got str"),
-        (
-            torch.tensor([[0.0], [float("nan")], [float("inf")]]),
-            ValueError,
-            "actions: expected finite values, got NaN or inf for env(s) [1, 2]",
-        ),
     ],
 )
 def test_bad_actions_are_named(actions, error, message):
     with pytest.raises(error, match=f"^{re.escape(message)}$"):
-        as_action_tensor(actions, (3, 1), True)
+        as_action_tensor(actions, (3, 1))
 
 
-def test_finite_check_can_be_disabled():
-    out = as_action_tensor(torch.tensor([[float("nan")]]), (1, 1), False)
+def test_action_values_are_left_to_the_shards():
+    """Looking at values would wait for the device; the shards check them with the step's own wait."""
+    out = as_action_tensor(torch.tensor([[float("nan")]]), (1, 1))
     assert torch.isnan(out).all()
+
+
+def test_non_finite_actions_error_names_ten_envs_and_counts_the_rest():
+    assert str(non_finite_actions_error([4, 6])) == (
+        "actions: expected finite values, got NaN or inf for env(s) [4, 6] (the step ran with them as 0)"
+    )
+    assert str(non_finite_actions_error(list(range(12)))) == (
+        "actions: expected finite values, got NaN or inf for env(s) [0, 1, 2, 3, 4, 5, 6, 7, 8, 9] and 2 more "
+        "(the step ran with them as 0)"
+    )
 
 
 def test_seeds():
