@@ -202,7 +202,8 @@ class EnvOptions:
     ) -> EnvOptions:
         """Check every option (in this order: the first problem raises) and fill in the machine's defaults."""
         num_envs = as_int("num_envs", num_envs, 1)
-        backend = as_choice("backend", backend or ("gpu" if visible_gpu_count() else "cpu"), BACKENDS)
+        default_backend = "gpu" if visible_gpu_count() else "cpu"
+        backend = as_choice("backend", default_backend if backend is None else backend, BACKENDS)
         output = as_choice("output", output, OUTPUTS)
         task_class = resolve_task(task)
         if render_mode is not None and render_mode not in task_class.render_modes:
