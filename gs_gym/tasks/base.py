@@ -14,6 +14,7 @@ launches as a reset of some, and the host never has to look at which envs are do
 from __future__ import annotations
 
 import dataclasses
+import math
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
@@ -21,6 +22,18 @@ import gymnasium as gym
 import torch
 
 from gs_gym.tasks.random import EnvRandom
+
+
+def require_numbers(config: object, *, positive: tuple[str, ...] = (), non_negative: tuple[str, ...] = ()) -> None:
+    """Check that the named fields of ``config`` are finite real numbers, > 0 (``positive``) or >= 0
+    (``non_negative``); the error names the field, its value and the allowed range."""
+    for names, bound, ok in ((positive, "> 0", lambda v: v > 0), (non_negative, ">= 0", lambda v: v >= 0)):
+        for name in names:
+            value = getattr(config, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{name}: expected a finite number {bound}, got {value!r}")
+            if not (math.isfinite(value) and ok(value)):
+                raise ValueError(f"{name}: expected a finite number {bound}, got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)

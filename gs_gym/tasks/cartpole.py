@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from gs_gym.tasks.base import Task, TaskConfig
+from gs_gym.tasks.base import Task, TaskConfig, require_numbers
 from gs_gym.tasks.registry import register_task
 
 
@@ -36,6 +36,14 @@ class CartPoleConfig(TaskConfig):
     angle_cost: float = 0.5
     position_cost: float = 0.1
     armature: float = 0.001
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_numbers(
+            self,
+            positive=("dt", "cart_mass", "pole_mass", "pole_length", "force_scale", "track_limit", "angle_limit"),
+            non_negative=("reset_noise", "angle_cost", "position_cost", "armature"),
+        )
 
 
 def cartpole_urdf(config: CartPoleConfig) -> str:

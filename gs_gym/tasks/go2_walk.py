@@ -25,7 +25,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from gs_gym.tasks.base import Task, TaskConfig
+from gs_gym.tasks.base import Task, TaskConfig, require_numbers
 from gs_gym.tasks.randomization import DomainRandomizer, RandomizedTaskConfig
 from gs_gym.tasks.registry import register_task
 
@@ -110,8 +110,9 @@ class Go2WalkConfig(RandomizedTaskConfig):
             low, high = getattr(self, name)
             if low > high:
                 raise ValueError(f"{name}: expected low <= high, got {(low, high)}")
-        if self.substeps < 1 or self.dt <= 0.0 or self.resampling_time_s <= 0.0 or self.tracking_sigma <= 0.0:
-            raise ValueError("dt, substeps, resampling_time_s and tracking_sigma must be positive")
+        require_numbers(self, positive=("dt", "resampling_time_s", "tracking_sigma"))
+        if isinstance(self.substeps, bool) or not isinstance(self.substeps, int) or self.substeps < 1:
+            raise ValueError(f"substeps: expected an int >= 1, got {self.substeps!r}")
 
 
 @dataclasses.dataclass(frozen=True)

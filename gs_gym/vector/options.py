@@ -148,7 +148,8 @@ class EnvOptions:
     copy: bool
     """Return fresh tensors each step (True) or the env's own output buffers, overwritten by the next call."""
     check_actions: bool
-    """Reject NaN/inf actions before anything is sent (one device sync per step for CUDA actions)."""
+    """NaN/inf actions act as 0 in the step, which then raises ``ValueError`` naming the envs (found with the step's
+    one wait, in the shards: no sync before the step)."""
     check_observations: bool
     """Raise ``NonFiniteObservationError`` (naming the envs) when observations or rewards hold NaN or inf (one
     device sync per step in each shard, which also carries SAME_STEP's "any env done")."""

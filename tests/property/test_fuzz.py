@@ -888,24 +888,23 @@ def test_falsy_backends_are_refused(backend):
     assert str(caught.value) == f"backend: expected one of ['gpu', 'cpu'], got {backend!r}"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: out-of-range task config fields are accepted")
 @pytest.mark.parametrize(
-    ("task", "options"),
+    ("task", "task_kwargs", "error", "message"),
     [
-        ("cartpole", {"task_kwargs": {"dt": -0.02}}),
-        ("cartpole", {"task_kwargs": {"cart_mass": math.nan}}),
-        ("cartpole", {"task_kwargs": {"pole_length": "1"}}),
-        ("go2-walk", {"task_kwargs": {"dt": math.nan}}),
+        ("cartpole", {"dt": -0.02}, ValueError, "dt: expected a finite number > 0, got -0.02"),
+        ("cartpole", {"cart_mass": math.nan}, ValueError, "cart_mass: expected a finite number > 0, got nan"),
+        ("cartpole", {"pole_length": "1"}, TypeError, "pole_length: expected a finite number > 0, got '1'"),
+        ("cartpole", {"reset_noise": -0.1}, ValueError, "reset_noise: expected a finite number >= 0, got -0.1"),
+        ("go2-walk", {"dt": math.nan}, ValueError, "dt: expected a finite number > 0, got nan"),
+        ("go2-walk", {"substeps": 0}, ValueError, "substeps: expected an int >= 1, got 0"),
     ],
-    ids=["cartpole dt<0", "cartpole mass nan", "cartpole length str", "go2 dt nan"],
+    ids=["cartpole dt<0", "cartpole mass nan", "cartpole length str", "cartpole noise<0", "go2 dt nan", "substeps 0"],
 )
-def test_accepted_invalid_options(task, options):
-    """BUG: README promises every ``task_kwargs`` field checked for range, but ``CartPoleConfig`` checks none of its
-    own fields (``dt=-0.02``, ``cart_mass=nan``, ``pole_length="1"`` are accepted and a scene is built with them),
-    and go2-walk's ``dt <= 0`` test lets NaN through. Each should be a ValueError/TypeError before anything
-    starts."""
-    with no_pool(), pytest.raises((ValueError, TypeError)):
-        GenesisVectorEnv(4, task, **{"backend": "cpu", **options})
+def test_out_of_range_task_fields_are_refused(task, task_kwargs, error, message):
+    """Were accepted: ``CartPoleConfig`` checked none of its own fields, go2-walk's ``dt <= 0`` test let NaN by."""
+    with no_pool(), pytest.raises(error) as caught:
+        GenesisVectorEnv(4, task, backend="cpu", task_kwargs=task_kwargs)
+    assert str(caught.value) == message
 
 
 def test_huge_timeouts_are_refused_or_honoured():
