@@ -58,6 +58,11 @@ class NonFiniteObservationError(GsGymError):
     """A shard observed NaN or inf (the simulation state diverged); the message names the envs by global index."""
 
 
+class TaskOutputError(GsGymError):
+    """A task hook returned a tensor of the wrong shape, dtype or device for the task's spaces; the message names the
+    task, the hook, what was expected and what came back."""
+
+
 class EnvFailedError(GsGymError):
     """The env is unusable after an earlier worker failure (or an interrupted wait); only ``close()`` is allowed."""
 

@@ -41,8 +41,8 @@ class CartPoleConfig(TaskConfig):
         super().__post_init__()
         require_numbers(
             self,
-            positive=("dt", "cart_mass", "pole_mass", "pole_length", "force_scale", "track_limit", "angle_limit"),
-            non_negative=("reset_noise", "angle_cost", "position_cost", "armature"),
+            positive=("dt", "cart_mass", "pole_mass", "pole_length", "track_limit", "angle_limit"),
+            non_negative=("force_scale", "reset_noise", "angle_cost", "position_cost", "armature"),
         )
 
 

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
-from gs_gym.errors import NonFiniteObservationError
+from gs_gym.errors import NonFiniteObservationError, TaskOutputError
 from gs_gym.tasks.base import Task, TaskConfig, TaskContext
 from gs_gym.tasks.runtime import KERNEL_CACHE, init_genesis
 from gs_gym.transport.buffers import Handshake, ShardBuffers, SyncEvents
@@ -82,6 +82,22 @@ class StepOutcome:
     """Global indices of the envs whose actions held NaN or inf (``check_actions``); the task got them as 0."""
 
 
+def check_output(
+    task: str, hook: str, value: Any, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device
+) -> None:
+    """Raise ``TaskOutputError`` unless ``value`` is a tensor of ``shape``, ``dtype`` on ``device`` (metadata only: no
+    kernel, no wait). Without this a wrong shape would be broadcast into the buffers without a word."""
+    if isinstance(value, torch.Tensor) and value.shape == shape and value.dtype == dtype and value.device == device:
+        return
+    got = (
+        f"{str(value.dtype).removeprefix('torch.')} of shape {tuple(value.shape)} on {value.device}"
+        if isinstance(value, torch.Tensor)
+        else type(value).__name__
+    )
+    expected = f"{str(dtype).removeprefix('torch.')} tensor of shape {shape} on {device}"
+    raise TaskOutputError(f"task {task!r} {hook}: expected a {expected}, got {got}")
+
+
 class EnvShard:
     """A built task plus its buffers, the episode bookkeeping and the autoreset mode."""
 
@@ -114,6 +130,7 @@ class EnvShard:
         self._all_finite = HostFlag(self.device, initial=True)
         """Whether the last values checked were all finite (``check_actions``, ``check_observations``)."""
         self._all = torch.ones(spec.num_envs, dtype=torch.bool, device=self.device)
+        self._obs_shape = (spec.num_envs, *obs_space.shape)
 
     def handshake(self) -> Handshake:
         return Handshake.export(self.buffers, self.events, self.device)
@@ -140,7 +157,7 @@ class EnvShard:
             random.seed([seed if keep else None for seed, keep in zip(seeds, chosen, strict=False)])
         self._reset(reset_mask)
         self.task.read_state()
-        observations = self.task.observe()
+        observations = self._checked("observe", self.task.observe(), self._obs_shape, torch.float32)
         self._start_finite_check(observations, None, None)
         self._finish_finite_check(observations, None, None)
         buffers = self.buffers
@@ -164,14 +181,15 @@ class EnvShard:
         if pending is not None:
             self._reset(pending)
         task.read_state()
-        observations = task.observe()
-        rewards = task.compute_rewards()
+        rows = (self.spec.num_envs,)
+        observations = self._checked("observe", task.observe(), self._obs_shape, torch.float32)
+        rewards = self._checked("compute_rewards", task.compute_rewards(), rows, torch.float32)
         self._start_finite_check(observations, rewards, actions)  # read at the end: the hooks below overlap its wait
-        terminated = task.compute_terminated()
+        terminated = self._checked("compute_terminated", task.compute_terminated(), rows, torch.bool)
         truncated = steps >= self._max_steps
         extra = task.compute_truncated()
         if extra is not None:
-            truncated = truncated | extra
+            truncated = truncated | self._checked("compute_truncated", extra, rows, torch.bool)
         if pending is not None:
             rewards = rewards.masked_fill(pending, 0.0)
             terminated = terminated & ~pending
@@ -217,6 +235,10 @@ class EnvShard:
         self.task.close()
 
     # -- helpers ---------------------------------------------------------------------------------------------
+
+    def _checked(self, hook: str, value: Any, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        check_output(self.task.name, hook, value, shape, dtype, self.device)
+        return value
 
     def _reset(self, mask: torch.Tensor) -> None:
         self.task.reset_envs(mask)

@@ -11,6 +11,8 @@ names one fault:
 - ``"segfault"``: send itself SIGSEGV in step ``fault_step``;
 - ``"nan"``: write NaN into the state of the local envs ``nan_envs`` in step ``fault_step`` (after the physics
   step, so the shard observes it);
+- ``"obs-shape"``: ``observe`` returns one column too few in step ``fault_step``;
+- ``"reward-dtype"``: ``compute_rewards`` returns float64 in step ``fault_step``;
 - ``"slow-close"``: ``close`` sleeps ``sleep_seconds``, then creates the file ``closed_marker`` (a Genesis cleanup
   that takes far too long).
 
@@ -34,7 +36,7 @@ import torch
 from gs_gym.tasks.base import TaskConfig, TaskContext
 from gs_gym.tasks.cartpole import CartPole, CartPoleConfig
 
-FAULTS = ("none", "build", "raise", "sleep", "exit", "segfault", "nan", "slow-close")
+FAULTS = ("none", "build", "raise", "sleep", "exit", "segfault", "nan", "obs-shape", "reward-dtype", "slow-close")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +104,17 @@ class FaultyCartPole(CartPole):
             ids = torch.tensor(self.config.nan_envs, dtype=torch.int64, device=self.device)
             nan = torch.full((len(ids), 2), float("nan"), dtype=torch.float32, device=self.device)
             self.robot.set_qpos(nan, envs_idx=ids, zero_velocity=False)
+
+    def observe(self) -> torch.Tensor:
+        obs = super().observe()
+        return obs[:, :-1] if self._faulting("obs-shape") else obs
+
+    def compute_rewards(self) -> torch.Tensor:
+        rewards = super().compute_rewards()
+        return rewards.double() if self._faulting("reward-dtype") else rewards
+
+    def _faulting(self, fault: str) -> bool:
+        return self.faulty and self.config.fault == fault and self.steps == self.config.fault_step
 
     def close(self) -> None:
         if self.faulty and self.config.fault == "slow-close":

@@ -33,6 +33,30 @@ RECIPES = {
 }
 
 
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        ("obs-shape", "observe: expected a float32 tensor of shape (3, 4) on cpu, got float32 of shape (3, 3) on cpu"),
+        (
+            "reward-dtype",
+            "compute_rewards: expected a float32 tensor of shape (3,) on cpu, got float64 of shape (3,) on cpu",
+        ),
+    ],
+)
+def test_task_outputs_of_the_wrong_shape_or_dtype_are_named(fault, expected):
+    """Checked every step against the spaces (tensor metadata only); a wrong shape was broadcast before."""
+    env = make_env(3, num_workers=0, task_kwargs={"fault": fault, "fault_step": 2})
+    try:
+        env.reset(seed=0)
+        steps(env, 1)
+        with pytest.raises(WorkerError) as caught:
+            steps(env, 1)
+        assert str(caught.value) == f"worker 0 (cpu): TaskOutputError: task 'faulty-cartpole' {expected} (during step)"
+        assert caught.value.remote_type == "TaskOutputError"
+    finally:
+        env.close()
+
+
 def steps(env, count: int) -> None:
     for _ in range(count):
         env.step(torch.zeros(env.num_envs, 1))
