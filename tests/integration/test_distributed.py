@@ -646,7 +646,8 @@ def test_disabled_obs_normalizer_stays_the_identity():
 
 
 def test_env_gets_the_env_options(monkeypatch, tmp_path):
-    """``train`` builds the rank's env with the task, the preset's task options and ``--performance-mode``."""
+    """``train`` builds the rank's env with the task, the preset's task options, ``--performance-mode`` and
+    start-up progress on."""
     ddp_ppo = load_ddp_example()
     built: dict = {}
 
@@ -680,6 +681,7 @@ def test_env_gets_the_env_options(monkeypatch, tmp_path):
         "autoreset_mode": ddp_ppo.AutoresetMode.SAME_STEP,
         "task_kwargs": {"lin_vel_x_range": (0.5, 0.5), "lin_vel_y_range": (0.0, 0.0), "ang_vel_yaw_range": (0.0, 0.0)},
         "performance_mode": True,
+        "verbose": True,
         **env_kwargs,
     }
 
