@@ -11,7 +11,9 @@ For each task and n_envs, one path after the other in this process (path c also 
   b-copyfalse  the same with ``copy=False`` (not run unless asked)
   b-noact      the same with ``check_actions=False`` (not run unless asked: the action check's few kernels)
   c-nochecks   path c with ``check_actions=False, check_observations=False`` (what the checks' one wait costs there)
-  c-spin       path c with ``spin_wait_us=20000`` (parent and worker poll their pipe instead of sleeping on it)
+  c-nospin     path c with ``spin_wait_us=0``: parent and worker sleep on their pipes (the default on GPUs spins
+               when the machine has the cores, ``gs_gym.transport.spinning``)
+  c-copyfalse  path c with ``copy=False``: the parent launches no clone of the outputs (what those copies cost)
   c            ``GenesisVectorEnv(n, task, num_workers=1)``: the default multi-process path (CUDA IPC on a GPU,
                shared memory on the CPU backend)
   d            the task's raw hooks, no resets and no wrapper: ``apply_actions, simulate, read_state, observe,
@@ -25,7 +27,10 @@ reset, stepped ``--warmup`` times; once every path is built, the paths are timed
 rounds of one block of ``--steps`` steps each (a slow spell of the machine hits every path alike; the host's
 speed varies by 10% and more between minutes on the lent H200), the device synchronized only before and after each
 timed block (torch's stream and, on the GPU, quadrants' ``qd.sync()``);
-env-steps/s and us/step are the medians of the repeats. Then, outside the timing:
+env-steps/s and us/step are the medians of the repeats; for the worker paths also the worker's own time per step
+(``GenesisVectorEnv.worker_busy_seconds``: from reading the command to having its reply ready, its end-of-step wait
+for the GPU included), so that us/step minus busy is what waking, the pipe and the parent cost. Then, outside the
+timing:
 
   Genesis calls per step   the outermost calls into the public methods of Genesis's ``RigidEntity``,
                            ``RigidLink``, ``RigidJoint`` and ``Scene.step`` over ``--count-steps`` steps (the
@@ -52,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import contextlib
 import gc
 import importlib.metadata
@@ -86,15 +92,16 @@ PATH_LABELS = {
     "b-copyfalse": "in-process, copy=False",
     "b-noact": "in-process, check_actions off",
     "c-nochecks": "1 worker, check_actions/observations off",
-    "c-spin": "1 worker, spin_wait_us=20000",
+    "c-nospin": "1 worker, spin_wait_us=0",
+    "c-copyfalse": "1 worker, copy=False",
     "c": "gs_gym default (num_workers=1)",
     "d": "raw task hooks, no resets",
     "b'": "in-process, episode ends lifted",
 }
 PATH_ALIASES = {"b-noends": "b'", "bp": "b'"}
 TASK_PATHS = {
-    "go2-walk": ["a", "b", "c", "d", "b'", "b-nochecks", "c-nochecks", "c-spin"],
-    "franka-reach": ["b", "c", "d", "b'"],
+    "go2-walk": ["a", "b", "c", "d", "b'", "b-nochecks", "c-nochecks", "c-nospin", "c-copyfalse"],
+    "franka-reach": ["b", "c", "d", "b'", "c-nospin"],
 }
 """The paths each task runs by default, in the order they run (the ratios' paths first)."""
 NO_EPISODE_ENDS = {
@@ -108,7 +115,8 @@ VECTOR_ENV_OPTIONS = {
     "b-copyfalse": {"num_workers": 0, "copy": False},
     "b-noact": {"num_workers": 0, "check_actions": False},
     "c-nochecks": {"num_workers": 1, "check_actions": False, "check_observations": False},
-    "c-spin": {"num_workers": 1, "spin_wait_us": 20000},
+    "c-nospin": {"num_workers": 1, "spin_wait_us": 0},
+    "c-copyfalse": {"num_workers": 1, "copy": False},
     "c": {"num_workers": 1},
     "b'": {"num_workers": 0},
 }
@@ -145,8 +153,11 @@ class Stepper:
         close: Callable[[], None],
         ends: Callable[[Any], torch.Tensor | None] = lambda result: None,
         scene: Any = None,
+        busy: Callable[[], float] | None = None,
     ) -> None:
         self.step, self.device, self.close, self.ends, self.scene = step, device, close, ends, scene
+        self.busy = busy
+        """Seconds the workers have spent on commands so far (the busiest one's); None in process."""
 
 
 def build_reference(task: str, n_envs: int, backend: str) -> Stepper:
@@ -158,15 +169,22 @@ def build_reference(task: str, n_envs: int, backend: str) -> Stepper:
     return Stepper(env.step, env.device, env.close, ends=lambda result: result[2], scene=env.scene)
 
 
-def build_vector_env(task: str, n_envs: int, backend: str, path: str) -> Stepper:
+def make_vector_env(task: str, n_envs: int, backend: str, path: str) -> Any:
     from gs_gym import GenesisVectorEnv  # here, so that path a runs while the vector env is being rewritten
 
     task_kwargs = NO_EPISODE_ENDS[task] if path == "b'" else {}
-    env = GenesisVectorEnv(
+    return GenesisVectorEnv(
         n_envs, task, backend=backend, seed=0, task_kwargs=task_kwargs, verbose=False, **VECTOR_ENV_OPTIONS[path]
     )
+
+
+def build_vector_env(task: str, n_envs: int, backend: str, path: str, env: Any = None) -> Stepper:
+    """Path ``path``'s env (``env``: already constructed by ``start_worker_builds``), reset."""
+    if env is None:
+        env = make_vector_env(task, n_envs, backend, path)
     env.reset(seed=0)
-    return Stepper(env.step, env.main_device, env.close, ends=lambda result: result[2] | result[3])
+    busy = (lambda: max(env.worker_busy_seconds)) if env.num_workers else None
+    return Stepper(env.step, env.main_device, env.close, ends=lambda result: result[2] | result[3], busy=busy)
 
 
 def build_raw_hooks(task_name: str, n_envs: int, backend: str) -> Stepper:
@@ -194,12 +212,27 @@ def build_raw_hooks(task_name: str, n_envs: int, backend: str) -> Stepper:
     return Stepper(step, device, close, scene=task.scene)
 
 
-def build_path(task: str, n_envs: int, backend: str, path: str) -> Stepper:
+def build_path(task: str, n_envs: int, backend: str, path: str, env: Any = None) -> Stepper:
     if path == "a":
         return build_reference(task, n_envs, backend)
     if path == "d":
         return build_raw_hooks(task, n_envs, backend)
-    return build_vector_env(task, n_envs, backend, path)
+    return build_vector_env(task, n_envs, backend, path, env)
+
+
+def start_worker_builds(
+    pool: concurrent.futures.Executor, task: str, n_envs: int, backend: str, paths: list[str]
+) -> dict[str, concurrent.futures.Future]:
+    """Construct the worker paths' envs in threads, so that their workers compile at the same time as each other and
+    as this process builds the in-process paths (a cold run then pays one compilation, not one per path). Each
+    future gives ``(env, seconds)``."""
+
+    def timed(path: str) -> tuple[Any, float]:
+        start = time.perf_counter()
+        return make_vector_env(task, n_envs, backend, path), time.perf_counter() - start
+
+    worker_paths = [p for p in paths if VECTOR_ENV_OPTIONS.get(p, {}).get("num_workers", 0) > 0]
+    return {path: pool.submit(timed, path) for path in worker_paths}
 
 
 # -- measuring ---------------------------------------------------------------------------------------------------
@@ -372,6 +405,8 @@ class Measured:
         self.stepper: Stepper | None = None
         self.actions: RandomActions | None = None
         self.seconds: list[float] = []
+        self.busy_seconds: list[float] = []
+        """Per timed block: the worker's busy seconds per step (worker paths only)."""
         self.scene_options: Any = None
 
     def fail(self, error: BaseException) -> None:
@@ -386,12 +421,16 @@ class Measured:
                 stepper.close()
 
 
-def build_and_warm(task: str, n_envs: int, measured: Measured, args: argparse.Namespace) -> None:
-    """Build the path, reset it and step it ``--warmup`` times (counting episode ends)."""
+def build_and_warm(
+    task: str, n_envs: int, measured: Measured, args: argparse.Namespace, early: concurrent.futures.Future | None
+) -> None:
+    """Build the path (or take its env from ``early``), reset it and step it ``--warmup`` times (counting episode
+    ends)."""
     if measured.path == "b'":
         measured.row["task_kwargs"] = NO_EPISODE_ENDS[task]
-    start = time.perf_counter()
-    stepper = measured.stepper = build_path(task, n_envs, args.backend, measured.path)
+    env, construct_s = early.result() if early is not None else (None, 0.0)
+    start = time.perf_counter() - construct_s  # a path built in a thread: its own construction, not the wait for it
+    stepper = measured.stepper = build_path(task, n_envs, args.backend, measured.path, env)
     measured.row["build_s"] = time.perf_counter() - start
     actions = measured.actions = RandomActions(task, n_envs, stepper.device, args.action_scale)
     ends = torch.zeros((), dtype=torch.int64, device=stepper.device)
@@ -417,6 +456,8 @@ def count_and_profile(n_envs: int, measured: Measured, args: argparse.Namespace)
         repeats_us=[s * 1e6 for s in measured.seconds],
         timed_steps=args.steps,
     )
+    if measured.busy_seconds:
+        row["worker_busy_us_per_step"] = statistics.median(measured.busy_seconds) * 1e6
     if measured.path.startswith("c"):
         row["genesis_calls_per_step"] = None
         row["genesis_calls_note"] = "the worker runs path b's code in its own process: see b"
@@ -443,20 +484,26 @@ def measure_paths(
     """Build every path, then time them in ``--repeats`` interleaved rounds (one block of ``--steps`` steps per
     path per round, so that a slow spell of the machine hits every path alike), then count and profile each."""
     measured = {path: Measured(path) for path in paths}
-    for path, one in measured.items():
-        log(f"{task} {n_envs} envs: building path {path} ({PATH_LABELS[path]})")
-        try:
-            build_and_warm(task, n_envs, one, args)
-        except Exception as error:
-            one.fail(error)
+    with concurrent.futures.ThreadPoolExecutor() as pool:
+        early = start_worker_builds(pool, task, n_envs, args.backend, paths)
+        for path, one in measured.items():
+            log(f"{task} {n_envs} envs: building path {path} ({PATH_LABELS[path]})")
+            try:
+                build_and_warm(task, n_envs, one, args, early.get(path))
+            except Exception as error:
+                one.fail(error)
     for round_index in range(args.repeats):
         for one in measured.values():
             if one.stepper is not None and one.actions is not None:
                 try:
+                    busy_before = one.stepper.busy() if one.stepper.busy else None
                     one.seconds.append(time_block(one.stepper, one.actions, args.steps))
+                    if one.stepper.busy and busy_before is not None:
+                        one.busy_seconds.append((one.stepper.busy() - busy_before) / args.steps)
                 except Exception as error:
                     one.fail(error)
-        log(f"timed round {round_index + 1} of {args.repeats}")
+        times = ", ".join(f"{p} {one.seconds[-1] * 1e6:.0f}" for p, one in measured.items() if one.seconds)
+        log(f"timed round {round_index + 1} of {args.repeats} (us/step: {times})")
     for one in measured.values():
         if one.stepper is not None:
             try:
@@ -521,19 +568,20 @@ def format_table(task: str, n_envs: int, entry: dict[str, Any]) -> str:
     lines = [
         f"\n{task}, {n_envs} envs",
         (
-            "| path | env-steps/s | us/step | GPU busy us/step | host syncs/step | Genesis calls/step "
-            "| CUDA kernels/step | ends/env/1000 steps |"
+            "| path | env-steps/s | us/step | worker busy us/step | GPU busy us/step | host syncs/step "
+            "| Genesis calls/step | CUDA kernels/step | ends/env/1000 steps |"
         ),
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, row in entry["paths"].items():
         if "error" in row:
-            lines.append(f"| {name} {row['label']} | failed: {row['error'][:80]} | | | | | | |")
+            lines.append(f"| {name} {row['label']} | failed: {row['error'][:80]} | | | | | | | |")
             continue
         calls = row.get("genesis_calls_per_step")
         lines.append(
             f"| {name} {row['label']} | {cell(row.get('env_steps_per_s'), ',.0f')}"
             f" | {cell(row.get('us_per_step'), '.0f')}"
+            f" | {cell(row.get('worker_busy_us_per_step'), '.0f')}"
             f" | {cell(row.get('gpu_busy_us_per_step'), '.0f')}"
             f" | {cell(row.get('host_syncs_per_step'), '.1f')}"
             f" | {cell(calls, '.1f') if calls is not None or name != 'c' else '(= b)'}"

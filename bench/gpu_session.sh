@@ -12,6 +12,9 @@
 #   bash bench/gpu_session.sh go2       # bench/go2_vs_reference.py on go2-walk, every path
 #   bash bench/gpu_session.sh franka    # the same for franka-reach (merge its JSON with --merge), then go2 with fewer resets
 #   bash bench/gpu_session.sh first-step   # bench/time_to_first_step.py, cold and warm kernel cache
+# Issue 14, third session (cartpole and franka-reach kernels carried in .xfer/c/qcache-h200.tgz):
+#   bash bench/gpu_session.sh warm-go2  # go2-walk's first build beside pytest tests/gpu; the kernel cache to $OUT
+#   bash bench/gpu_session.sh go2       # then franka, as above
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 phase=${1:?phase: warm, measure, profile, spin, tests, train, warm-v2, go2, franka or first-step}; shift
@@ -80,6 +83,16 @@ warm-v2)
     done
     wait
     tail -n 3 "$out"/warm-*.log
+    ;;
+warm-go2)
+    if [ -f .xfer/c/qcache-h200.tgz ]; then mkdir -p ~/.cache && tar xzf .xfer/c/qcache-h200.tgz -C ~/.cache; fi
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
+    python3 bench/performance_mode.py --cache cold --build-only --task go2-walk --n-envs 4096 --performance-mode 0 \
+        --out "$out/warm-go2.jsonl" 2>&1 | quiet > "$out/warm-go2.log" &
+    python3 -m pytest tests/gpu -q -p no:cacheprovider 2>&1 | quiet > "$out/gpu-tests.log"
+    wait
+    tar czf "$out/qcache-h200.tgz" -C ~/.cache quadrants && ls -la "$out/qcache-h200.tgz"
+    tail -n 3 "$out/warm-go2.log"; tail -n 15 "$out/gpu-tests.log"
     ;;
 go2)
     python3 bench/go2_vs_reference.py --tasks go2-walk --out "$out/go2-vs-reference-h200.json" 2>&1 | quiet \

@@ -1,15 +1,39 @@
 """Spin on pipes before sleeping on them: a process that blocks for a millisecond is slow to wake up again.
 
-A worker and the parent each sleep through the other's half of every step; waking up costs ~0.1-0.2 ms a step
-(``bench/results/README.md``). Polling for a short while first keeps the process on its core, at the price of that
-core. Off unless ``GenesisVectorEnv(spin_wait_us=...)`` asks for it.
+A worker and the parent each sleep through the other's half of every step. On the H200 machine, waking up cost
+about 0.7 ms per go2-walk step of 5.7 ms; polling the pipe instead keeps the process on its core, at the price of
+that core while it waits (``bench/results/README.md``). So on GPUs, where the cores are otherwise idle, both sides
+spin by default when the machine has two logical cores per process to spare; on the CPU backend the cores belong
+to the simulation and nobody spins unless ``GenesisVectorEnv(spin_wait_us=...)`` asks.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
+
+GPU_SPIN_WAIT_US = 20_000.0
+"""The default spin on GPUs: longer than a step of the built-in tasks at 4096 envs (2-7 ms on the H200), so that
+a rollout never sleeps, short enough that a process idle for longer (a learner's update) soon stops burning a core."""
+
+
+def usable_cores() -> int:
+    """Logical cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def default_spin_wait_us(on_gpu: bool, num_workers: int, cores: int | None = None) -> float:
+    """``spin_wait_us`` when the user gives none: ``GPU_SPIN_WAIT_US`` for workers stepping on GPUs when ``cores``
+    (default: this process's) give two per process (the workers and this one), else 0."""
+    if not on_gpu or num_workers == 0:
+        return 0.0
+    enough = (usable_cores() if cores is None else cores) >= 2 * (num_workers + 1)
+    return GPU_SPIN_WAIT_US if enough else 0.0
 
 
 def spin_until_readable(conns: Sequence[Connection], seconds: float) -> None:

@@ -19,6 +19,7 @@ from gymnasium.vector import AutoresetMode
 from gs_gym.tasks import Task, TaskConfig, resolve_task
 from gs_gym.tasks.runtime import resolve_genesis_logging_level
 from gs_gym.transport.devices import visible_gpu_count
+from gs_gym.transport.spinning import default_spin_wait_us
 
 BACKENDS = ("gpu", "cpu")
 OUTPUTS = ("torch", "numpy", "shards")
@@ -171,7 +172,9 @@ class EnvOptions:
     genesis_logging_level: str
     """``gs.init``'s ``logging_level`` in the workers; from None: the ``gs_gym`` logger's effective level."""
     spin_wait_us: float
-    """Microseconds this process and each worker poll their pipes before sleeping on them (0: never spin)."""
+    """Microseconds this process and each worker poll their pipes before sleeping on them (0: never spin). Default:
+    20,000 with workers on GPUs when the machine has two logical cores per process, else 0
+    (``gs_gym.transport.spinning``)."""
 
     @classmethod
     def parse(
@@ -199,7 +202,7 @@ class EnvOptions:
         on_worker_failure: str = "raise",
         verbose: bool | None = None,
         genesis_logging_level: str | int | None = None,
-        spin_wait_us: float = 0.0,
+        spin_wait_us: float | None = None,
     ) -> EnvOptions:
         """Check every option (in this order: the first problem raises) and fill in the machine's defaults."""
         num_envs = as_int("num_envs", num_envs, 1)
@@ -227,9 +230,13 @@ class EnvOptions:
             seed = as_int("seed", seed, 0)
         if verbose is not None and not isinstance(verbose, bool):
             raise TypeError(f"verbose: expected True, False or None (when stderr is a terminal), got {verbose!r}")
+        if spin_wait_us is None:
+            spin_wait_us = default_spin_wait_us(backend == "gpu", num_workers)
         valid_spin = isinstance(spin_wait_us, numbers.Real) and not isinstance(spin_wait_us, bool)
         if not (valid_spin and math.isfinite(spin_wait_us) and spin_wait_us >= 0):
-            raise ValueError(f"spin_wait_us: expected a number of microseconds >= 0, got {spin_wait_us!r}")
+            raise ValueError(
+                f"spin_wait_us: expected a number of microseconds >= 0 or None (the default), got {spin_wait_us!r}"
+            )
         return cls(
             num_envs=num_envs,
             task_class=task_class,

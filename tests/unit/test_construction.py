@@ -30,12 +30,12 @@ from gs_gym.tasks.cartpole import CartPole
         (
             {"num_envs": 4, "backend": "cpu", "spin_wait_us": -1},
             ValueError,
-            "spin_wait_us: expected a number of microseconds >= 0, got -1",
+            "spin_wait_us: expected a number of microseconds >= 0 or None (the default), got -1",
         ),
         (
             {"num_envs": 4, "backend": "cpu", "spin_wait_us": "fast"},
             ValueError,
-            "spin_wait_us: expected a number of microseconds >= 0, got 'fast'",
+            "spin_wait_us: expected a number of microseconds >= 0 or None (the default), got 'fast'",
         ),
         (
             {"num_envs": 4, "backend": "cpu", "task_kwargs": {"pole_lenght": 2.0}},

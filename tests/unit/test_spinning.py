@@ -1,11 +1,13 @@
-"""``spin_until_readable``: returns as soon as a pipe has data, and gives up after its time when none has."""
+"""``spin_until_readable`` returns as soon as a pipe has data and gives up after its time when none has; who spins by
+default."""
 
 from __future__ import annotations
 
 import multiprocessing
 import time
 
-from gs_gym.transport.spinning import spin_until_readable
+from gs_gym.transport.spinning import GPU_SPIN_WAIT_US, default_spin_wait_us, spin_until_readable
+from gs_gym.vector.options import EnvOptions
 
 
 def test_returns_once_a_pipe_has_data():
@@ -31,3 +33,17 @@ def test_zero_seconds_or_no_pipes_return_at_once():
     reader, _writer = multiprocessing.Pipe(duplex=False)
     spin_until_readable([reader], 0.0)
     spin_until_readable([], 5.0)
+
+
+def test_default_spins_only_for_gpu_workers_with_two_cores_each():
+    assert default_spin_wait_us(on_gpu=True, num_workers=1, cores=4) == GPU_SPIN_WAIT_US == 20_000.0
+    assert default_spin_wait_us(on_gpu=True, num_workers=8, cores=18) == GPU_SPIN_WAIT_US
+    assert default_spin_wait_us(on_gpu=True, num_workers=8, cores=17) == 0.0  # 9 processes, 17 cores
+    assert default_spin_wait_us(on_gpu=True, num_workers=1, cores=3) == 0.0
+    assert default_spin_wait_us(on_gpu=True, num_workers=0, cores=64) == 0.0  # in-process: no pipe to wait on
+    assert default_spin_wait_us(on_gpu=False, num_workers=1, cores=64) == 0.0  # the cores are the simulation's
+
+
+def test_options_resolve_the_default_and_keep_a_given_value():
+    assert EnvOptions.parse(4, "cartpole", backend="cpu").spin_wait_us == 0.0
+    assert EnvOptions.parse(4, "cartpole", backend="cpu", spin_wait_us=250).spin_wait_us == 250.0
