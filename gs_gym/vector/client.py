@@ -55,6 +55,8 @@ class ShardClient:
         """``workers`` checked against the shards (all when None)."""
         if workers is None:
             return self.all
+        if not isinstance(workers, (Sequence, np.ndarray)) or isinstance(workers, str):
+            raise TypeError(f"workers: expected a sequence of worker indices or None, got {type(workers).__name__}")
         indices = list(workers)
         if not indices or any(i not in self.all for i in indices) or len(set(indices)) != len(indices):
             raise ValueError(f"workers: expected distinct indices in [0, {len(self.all)}), got {indices}")

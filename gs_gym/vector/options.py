@@ -84,11 +84,13 @@ def as_autoreset_mode(value: AutoresetMode | str) -> AutoresetMode:
 def _check_devices(backend: str, devices: Sequence[int] | None) -> tuple[int, ...]:
     if backend == "cpu":
         if devices is not None:
-            raise ValueError(f"devices: only meaningful with backend='gpu', got devices={list(devices)}")
+            raise ValueError(f"devices: only meaningful with backend='gpu', got devices={devices!r}")
         return ()
     visible = visible_gpu_count()
     if visible == 0:
         raise ValueError("backend: 'gpu' needs a CUDA device and torch sees none; use backend='cpu'")
+    if devices is not None and (not isinstance(devices, Sequence) or isinstance(devices, str)):
+        raise ValueError(f"devices: expected a sequence of CUDA indices in [0, {visible}) or None, got {devices!r}")
     chosen = list(range(visible)) if devices is None else list(devices)
     bad = [d for d in chosen if not isinstance(d, numbers.Integral) or isinstance(d, bool) or not 0 <= d < visible]
     if not chosen or bad or len(set(chosen)) != len(chosen):

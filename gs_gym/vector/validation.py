@@ -19,18 +19,37 @@ def as_action_tensor(actions: Any, expected_shape: tuple[int, ...], name: str = 
     it ``name``. Values are not looked at here (that would wait for the device): NaN and inf are the shards'
     ``check_actions``."""
     if isinstance(actions, (list, tuple)):
-        actions = np.asarray(actions)
+        try:
+            actions = np.asarray(actions)
+        except (ValueError, TypeError) as error:  # ragged nesting, or entries numpy cannot hold in one array
+            raise ValueError(
+                f"{name}: expected a rectangular nested list of numbers, got one numpy refuses ({error})"
+            ) from error
     if isinstance(actions, np.ndarray):
-        if not (np.issubdtype(actions.dtype, np.floating) or np.issubdtype(actions.dtype, np.integer)):
-            raise ValueError(f"{name}: expected a real-valued array, got dtype {actions.dtype}")
-        actions = torch.from_numpy(np.ascontiguousarray(actions))
-    elif not isinstance(actions, torch.Tensor):
+        return _numpy_actions(actions, expected_shape, name)
+    if not isinstance(actions, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor or numpy.ndarray, got {type(actions).__name__}")
+    if actions.is_meta or actions.layout != torch.strided:
+        kind = "a meta tensor (no data)" if actions.is_meta else f"layout {actions.layout}"
+        raise ValueError(f"{name}: expected a dense tensor with data, got {kind}")
     if actions.dtype == torch.bool or actions.is_complex():
         raise ValueError(f"{name}: expected a real-valued tensor, got dtype {actions.dtype}")
-    if tuple(actions.shape) != expected_shape:
-        raise ValueError(f"{name}: expected shape {expected_shape}, got {tuple(actions.shape)}")
+    _check_shape(name, tuple(actions.shape), expected_shape)
     return actions.detach().to(torch.float32)
+
+
+def _numpy_actions(actions: np.ndarray, expected_shape: tuple[int, ...], name: str) -> torch.Tensor:
+    # kinds f/i/u of at most 8 bytes: what torch converts (numpy also calls timedelta64 an integer, and
+    # longdouble a float, which torch cannot take)
+    if actions.dtype.kind not in "fiu" or actions.dtype.itemsize > 8:
+        raise ValueError(f"{name}: expected a real-valued array, got dtype {actions.dtype}")
+    _check_shape(name, actions.shape, expected_shape)  # before the copy below, which makes a 0-d array 1-d
+    return torch.from_numpy(np.ascontiguousarray(actions)).to(torch.float32)
+
+
+def _check_shape(name: str, shape: tuple[int, ...], expected_shape: tuple[int, ...]) -> None:
+    if shape != expected_shape:
+        raise ValueError(f"{name}: expected shape {expected_shape}, got {shape}")
 
 
 def non_finite_actions_error(envs: Sequence[int]) -> ValueError:
@@ -68,13 +87,16 @@ def check_reset_mask(options: dict[str, Any] | None, num_envs: int) -> np.ndarra
         return None
     if not isinstance(options, dict):
         raise TypeError(f"options: expected a dict or None, got {type(options).__name__}")
-    unknown = sorted(set(options) - {"reset_mask"})
+    unknown = sorted(set(options) - {"reset_mask"}, key=repr)  # keys of any types, ordered alike every time
     if unknown:
         raise ValueError(f"options: unknown key(s) {unknown}; expected only 'reset_mask'")
     if "reset_mask" not in options:
         return None
     mask = options["reset_mask"]
     if isinstance(mask, torch.Tensor):
+        if mask.is_meta or mask.layout != torch.strided:
+            kind = "a meta tensor (no data)" if mask.is_meta else f"layout {mask.layout}"
+            raise TypeError(f"options['reset_mask']: expected a dense bool tensor with data, got {kind}")
         if mask.dtype != torch.bool:
             raise TypeError(f"options['reset_mask']: expected dtype torch.bool, got {mask.dtype}")
         mask = mask.detach().cpu().numpy()
@@ -88,3 +110,45 @@ def check_reset_mask(options: dict[str, Any] | None, num_envs: int) -> np.ndarra
     if not mask.any():
         raise ValueError("options['reset_mask']: expected at least one True entry, got none")
     return mask.copy()
+
+
+_INTEGER_TENSOR_DTYPES = (
+    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint16, torch.uint32, torch.uint64,
+)  # fmt: skip
+
+
+def check_episode_steps(steps: Any, num_envs: int, max_episode_steps: int) -> np.ndarray:
+    """``steps`` as a host int64 array of ``num_envs`` episode step counters in ``[0, max_episode_steps)``.
+
+    Accepts a torch tensor (any device; copied to the host), a numpy array, or a list/tuple of ints; the dtype must
+    be an integer one (not bool). Raises ``TypeError`` for the type or dtype and ``ValueError`` for the shape or
+    for values out of range (naming up to 10 envs, global indices)."""
+    if isinstance(steps, (list, tuple)):
+        if any(isinstance(value, (bool, np.bool_)) for value in steps):
+            raise TypeError("steps: expected ints, got a bool in the list")
+        try:
+            steps = np.asarray(steps)
+        except (ValueError, TypeError) as error:  # ragged nesting, or entries numpy cannot hold in one array
+            raise ValueError(
+                f"steps: expected a flat list of num_envs={num_envs} ints, got one numpy refuses ({error})"
+            ) from error
+    if isinstance(steps, torch.Tensor):
+        if steps.is_meta or steps.layout != torch.strided:
+            kind = "a meta tensor (no data)" if steps.is_meta else f"layout {steps.layout}"
+            raise TypeError(f"steps: expected a dense integer tensor with data, got {kind}")
+        integral = steps.dtype in _INTEGER_TENSOR_DTYPES
+    elif isinstance(steps, np.ndarray):
+        integral = steps.dtype.kind in "iu"  # not bool ("b") nor timedelta64 ("m")
+    else:
+        raise TypeError(f"steps: expected a torch.Tensor, numpy.ndarray or list of ints, got {type(steps).__name__}")
+    if tuple(steps.shape) != (num_envs,):
+        raise ValueError(f"steps: expected shape ({num_envs},), got {tuple(steps.shape)}")
+    if not integral:
+        raise TypeError(f"steps: expected an integer dtype, got {steps.dtype}")
+    values = steps.detach().cpu().numpy() if isinstance(steps, torch.Tensor) else steps
+    bad = np.flatnonzero((values < 0) | (values >= max_episode_steps))
+    if bad.size:
+        shown = ", ".join(f"env {env}: {values[env]}" for env in bad[:10].tolist())
+        more = f" and {bad.size - 10} more" if bad.size > 10 else ""
+        raise ValueError(f"steps: expected values in [0, max_episode_steps={max_episode_steps}), got {shown}{more}")
+    return values.astype(np.int64)
