@@ -9,8 +9,10 @@ that render rows or lines live above the transport, in ``gs_gym.display``. Every
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 STARTING = "starting"
 """Set by the parent when it starts the worker process (Python, torch and gs_gym are imported in this stage)."""
@@ -70,3 +72,26 @@ class BuildProgress:
 
     def _finish(self) -> None:
         """Release what rendering holds."""
+
+
+@contextlib.contextmanager
+def ticking(display: BuildProgress) -> Iterator[None]:
+    """Tick ``display`` from a background thread, every ``tick_every`` seconds, while the body runs: a build in this
+    thread (the in-process shard) cannot tick it itself. No thread when the display asks for no ticks."""
+    if display.tick_every is None:
+        yield
+        return
+    interval = display.tick_every
+    stop = threading.Event()
+
+    def tick_until_stopped() -> None:
+        while not stop.wait(interval):
+            display.tick()
+
+    thread = threading.Thread(target=tick_until_stopped, name="gs_gym-build-ticks", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

@@ -10,7 +10,7 @@ from typing import Any
 from gs_gym.errors import BuildError, WorkerCrashedError, WorkerError
 from gs_gym.transport.buffers import OpenedShard
 from gs_gym.transport.interface import Collected
-from gs_gym.transport.progress import READY, BuildProgress, ProgressFactory
+from gs_gym.transport.progress import READY, BuildProgress, ProgressFactory, ticking
 from gs_gym.transport.protocol import Command
 from gs_gym.transport.worker import command_handlers
 from gs_gym.vector.shard import EnvShard, ShardSpec
@@ -23,8 +23,9 @@ class InProcessPool:
     can_restart = False
 
     def __init__(self, spec: ShardSpec, progress: ProgressFactory = BuildProgress) -> None:
-        """Build the shard, showing its stages on a display from ``progress`` (one row, as a worker's)."""
-        with progress([f"in-process ({spec.backend})"]) as display:
+        """Build the shard, showing its stages on a display from ``progress`` (one row, as a worker's, with the same
+        heartbeats while Genesis compiles)."""
+        with progress([f"in-process ({spec.backend})"]) as display, ticking(display):
             try:
                 self.shard = EnvShard(spec, functools.partial(display.update, 0))
             except Exception as error:

@@ -2,12 +2,13 @@
 
 import io
 import re
+import threading
 
 import pytest
 
 from gs_gym import display as progress
 from gs_gym.display import PlainProgress, RichProgress, StartupDisplay, open_progress
-from gs_gym.transport.progress import READY, STARTING, STOPPED, BuildProgress
+from gs_gym.transport.progress import READY, STARTING, STOPPED, BuildProgress, ticking
 
 NAMES = ["worker 0 (cpu)", "worker 1 (cpu)"]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -222,3 +223,37 @@ def test_startup_display_shows_the_notice_once(monkeypatch):
         "gs_gym worker 1 (cpu): starting",
         "gs_gym worker 1 (cpu): stopped",
     ]
+
+
+class Ticks(BuildProgress):
+    """Counts ticks; ``seen`` is set once ``wanted`` have come."""
+
+    def __init__(self, tick_every, wanted=3) -> None:
+        super().__init__(["in-process (cpu)"])
+        self.tick_every = tick_every
+        self.count = 0
+        self.wanted = wanted
+        self.seen = threading.Event()
+
+    def tick(self) -> None:
+        self.count += 1
+        if self.count >= self.wanted:
+            self.seen.set()
+
+
+def test_ticking_ticks_the_display_while_the_body_runs_and_stops_after():
+    """A build in this thread (``num_workers=0``) cannot tick its display itself: ``ticking`` does it from a thread,
+    so that the heartbeat lines of a long in-process compilation come as they do for workers."""
+    display = Ticks(tick_every=0.001)
+    with ticking(display):
+        assert display.seen.wait(60.0)  # the body blocks; the ticks come anyway
+    after = display.count
+    assert not any(t.name == "gs_gym-build-ticks" for t in threading.enumerate())
+    assert display.count == after
+
+
+def test_ticking_starts_no_thread_for_a_display_that_needs_no_ticks():
+    display = Ticks(tick_every=None)
+    with ticking(display):
+        assert not any(t.name == "gs_gym-build-ticks" for t in threading.enumerate())
+    assert display.count == 0
