@@ -29,7 +29,9 @@ speed varies by 10% and more between minutes on the lent H200), the device synch
 timed block (torch's stream and, on the GPU, quadrants' ``qd.sync()``);
 env-steps/s and us/step are the medians of the repeats; for the worker paths also the worker's own time per step
 (``GenesisVectorEnv.worker_busy_seconds``: from reading the command to having its reply ready, its end-of-step wait
-for the GPU included), so that us/step minus busy is what waking, the pipe and the parent cost. Then, outside the
+for the GPU included), so that us/step minus busy is what waking, the pipe and the parent cost. With
+``--hook-timers`` the gs_gym paths run the task with each hook's host time recorded (``with_hook_timers``): the
+same hooks in process and in a worker, to tell a slower launch on the host from a slower GPU. Then, outside the
 timing:
 
   Genesis calls per step   the outermost calls into the public methods of Genesis's ``RigidEntity``,
@@ -154,10 +156,13 @@ class Stepper:
         ends: Callable[[Any], torch.Tensor | None] = lambda result: None,
         scene: Any = None,
         busy: Callable[[], float] | None = None,
+        hooks: Callable[[], dict[str, float]] | None = None,
     ) -> None:
         self.step, self.device, self.close, self.ends, self.scene = step, device, close, ends, scene
         self.busy = busy
         """Seconds the workers have spent on commands so far (the busiest one's); None in process."""
+        self.hooks = hooks
+        """Host seconds per task hook so far (the first shard's; ``--hook-timers`` only)."""
 
 
 def build_reference(task: str, n_envs: int, backend: str) -> Stepper:
@@ -169,22 +174,64 @@ def build_reference(task: str, n_envs: int, backend: str) -> Stepper:
     return Stepper(env.step, env.device, env.close, ends=lambda result: result[2], scene=env.scene)
 
 
-def make_vector_env(task: str, n_envs: int, backend: str, path: str) -> Any:
+HOOKS = (
+    "apply_actions",
+    "simulate",
+    "reset_envs",
+    "read_state",
+    "observe",
+    "compute_rewards",
+    "compute_terminated",
+    "compute_truncated",
+)
+
+
+def with_hook_timers(task_class: type) -> type:
+    """``task_class`` whose hooks add their host time (seconds, the call's wall time: launching, not the GPU's
+    work) to ``self.hook_seconds``; built by value, so that workers unpickle it without this module."""
+
+    def timed(name: str) -> Callable:
+        original = getattr(task_class, name)
+
+        def hook(self: Any, *args: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return original(self, *args)
+            finally:
+                self.hook_seconds[name] = self.hook_seconds.get(name, 0.0) + time.perf_counter() - start
+
+        return hook
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        task_class.__init__(self, *args, **kwargs)
+        self.hook_seconds = {}
+
+    namespace = {name: timed(name) for name in HOOKS}
+    return type(f"HookTimed{task_class.__name__}", (task_class,), {"__init__": init, **namespace})
+
+
+def make_vector_env(task: str, n_envs: int, backend: str, path: str, hook_timers: bool = False) -> Any:
     from gs_gym import GenesisVectorEnv  # here, so that path a runs while the vector env is being rewritten
 
     task_kwargs = NO_EPISODE_ENDS[task] if path == "b'" else {}
+    task_class = with_hook_timers(resolve_task(task)) if hook_timers else task
     return GenesisVectorEnv(
-        n_envs, task, backend=backend, seed=0, task_kwargs=task_kwargs, verbose=False, **VECTOR_ENV_OPTIONS[path]
+        n_envs, task_class, backend=backend, seed=0, task_kwargs=task_kwargs, verbose=False, **VECTOR_ENV_OPTIONS[path]
     )
 
 
-def build_vector_env(task: str, n_envs: int, backend: str, path: str, env: Any = None) -> Stepper:
+def build_vector_env(
+    task: str, n_envs: int, backend: str, path: str, env: Any = None, hook_timers: bool = False
+) -> Stepper:
     """Path ``path``'s env (``env``: already constructed by ``start_worker_builds``), reset."""
     if env is None:
-        env = make_vector_env(task, n_envs, backend, path)
+        env = make_vector_env(task, n_envs, backend, path, hook_timers)
     env.reset(seed=0)
     busy = (lambda: max(env.worker_busy_seconds)) if env.num_workers else None
-    return Stepper(env.step, env.main_device, env.close, ends=lambda result: result[2] | result[3], busy=busy)
+    hooks = (lambda: dict(env.get_attr("hook_seconds")[0])) if hook_timers else None
+    return Stepper(
+        env.step, env.main_device, env.close, ends=lambda result: result[2] | result[3], busy=busy, hooks=hooks
+    )
 
 
 def build_raw_hooks(task_name: str, n_envs: int, backend: str) -> Stepper:
@@ -212,16 +259,16 @@ def build_raw_hooks(task_name: str, n_envs: int, backend: str) -> Stepper:
     return Stepper(step, device, close, scene=task.scene)
 
 
-def build_path(task: str, n_envs: int, backend: str, path: str, env: Any = None) -> Stepper:
+def build_path(task: str, n_envs: int, backend: str, path: str, env: Any = None, hook_timers: bool = False) -> Stepper:
     if path == "a":
         return build_reference(task, n_envs, backend)
     if path == "d":
         return build_raw_hooks(task, n_envs, backend)
-    return build_vector_env(task, n_envs, backend, path, env)
+    return build_vector_env(task, n_envs, backend, path, env, hook_timers)
 
 
 def start_worker_builds(
-    pool: concurrent.futures.Executor, task: str, n_envs: int, backend: str, paths: list[str]
+    pool: concurrent.futures.Executor, task: str, n_envs: int, backend: str, paths: list[str], hook_timers: bool
 ) -> dict[str, concurrent.futures.Future]:
     """Construct the worker paths' envs in threads, so that their workers compile at the same time as each other and
     as this process builds the in-process paths (a cold run then pays one compilation, not one per path). Each
@@ -229,7 +276,7 @@ def start_worker_builds(
 
     def timed(path: str) -> tuple[Any, float]:
         start = time.perf_counter()
-        return make_vector_env(task, n_envs, backend, path), time.perf_counter() - start
+        return make_vector_env(task, n_envs, backend, path, hook_timers), time.perf_counter() - start
 
     worker_paths = [p for p in paths if VECTOR_ENV_OPTIONS.get(p, {}).get("num_workers", 0) > 0]
     return {path: pool.submit(timed, path) for path in worker_paths}
@@ -407,6 +454,8 @@ class Measured:
         self.seconds: list[float] = []
         self.busy_seconds: list[float] = []
         """Per timed block: the worker's busy seconds per step (worker paths only)."""
+        self.hook_seconds: list[dict[str, float]] = []
+        """Per timed block: host seconds per step in each task hook (``--hook-timers``)."""
         self.scene_options: Any = None
 
     def fail(self, error: BaseException) -> None:
@@ -430,7 +479,7 @@ def build_and_warm(
         measured.row["task_kwargs"] = NO_EPISODE_ENDS[task]
     env, construct_s = early.result() if early is not None else (None, 0.0)
     start = time.perf_counter() - construct_s  # a path built in a thread: its own construction, not the wait for it
-    stepper = measured.stepper = build_path(task, n_envs, args.backend, measured.path, env)
+    stepper = measured.stepper = build_path(task, n_envs, args.backend, measured.path, env, args.hook_timers)
     measured.row["build_s"] = time.perf_counter() - start
     actions = measured.actions = RandomActions(task, n_envs, stepper.device, args.action_scale)
     ends = torch.zeros((), dtype=torch.int64, device=stepper.device)
@@ -458,6 +507,11 @@ def count_and_profile(n_envs: int, measured: Measured, args: argparse.Namespace)
     )
     if measured.busy_seconds:
         row["worker_busy_us_per_step"] = statistics.median(measured.busy_seconds) * 1e6
+    if measured.hook_seconds:
+        names = sorted({name for block in measured.hook_seconds for name in block})
+        hooks = {n: statistics.median(b.get(n, 0.0) for b in measured.hook_seconds) * 1e6 for n in names}
+        row["hook_host_us_per_step"] = hooks
+        row["hooks_total_host_us_per_step"] = sum(hooks.values())
     if measured.path.startswith("c"):
         row["genesis_calls_per_step"] = None
         row["genesis_calls_note"] = "the worker runs path b's code in its own process: see b"
@@ -485,7 +539,7 @@ def measure_paths(
     path per round, so that a slow spell of the machine hits every path alike), then count and profile each."""
     measured = {path: Measured(path) for path in paths}
     with concurrent.futures.ThreadPoolExecutor() as pool:
-        early = start_worker_builds(pool, task, n_envs, args.backend, paths)
+        early = start_worker_builds(pool, task, n_envs, args.backend, paths, args.hook_timers)
         for path, one in measured.items():
             log(f"{task} {n_envs} envs: building path {path} ({PATH_LABELS[path]})")
             try:
@@ -497,9 +551,15 @@ def measure_paths(
             if one.stepper is not None and one.actions is not None:
                 try:
                     busy_before = one.stepper.busy() if one.stepper.busy else None
+                    hooks_before = one.stepper.hooks() if one.stepper.hooks else None
                     one.seconds.append(time_block(one.stepper, one.actions, args.steps))
                     if one.stepper.busy and busy_before is not None:
                         one.busy_seconds.append((one.stepper.busy() - busy_before) / args.steps)
+                    if one.stepper.hooks and hooks_before is not None:
+                        after = one.stepper.hooks()
+                        one.hook_seconds.append(
+                            {k: (v - hooks_before.get(k, 0.0)) / args.steps for k, v in after.items()}
+                        )
                 except Exception as error:
                     one.fail(error)
         times = ", ".join(f"{p} {one.seconds[-1] * 1e6:.0f}" for p, one in measured.items() if one.seconds)
@@ -588,6 +648,10 @@ def format_table(task: str, n_envs: int, entry: dict[str, Any]) -> str:
             f" | {cell(row.get('cuda_kernels_per_step'), '.1f')}"
             f" | {cell(row.get('episode_ends_per_env_per_1000_steps'), '.1f')} |"
         )
+    for name, row in entry["paths"].items():
+        if "hook_host_us_per_step" in row:
+            hooks = ", ".join(f"{hook} {us:.0f}" for hook, us in row["hook_host_us_per_step"].items())
+            lines.append(f"hooks of {name}, host us/step: {hooks} (total {row['hooks_total_host_us_per_step']:.0f})")
     names = {"in_process_vs_reference": "b/a", "default_vs_in_process": "c/b", "no_ends_vs_raw": "b'/d"}
     lines.append("ratios: " + ", ".join(f"{names[k]} = {cell(v, '.3f')}" for k, v in entry["ratios"].items()))
     return "\n".join(lines)
@@ -627,6 +691,11 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=50, help="steps before timing (episode ends counted here)")
     parser.add_argument("--count-steps", type=int, default=5, help="steps over which Genesis calls are counted")
     parser.add_argument("--profile-steps", type=int, default=5, help="steps under torch.profiler (GPU only)")
+    parser.add_argument(
+        "--hook-timers",
+        action="store_true",
+        help="gs_gym paths run the task with each hook's host time recorded (in-process vs in the worker)",
+    )
     parser.add_argument(
         "--action-scale",
         type=float,

@@ -15,6 +15,8 @@
 # Issue 14, third session (cartpole and franka-reach kernels carried in .xfer/c/qcache-h200.tgz):
 #   bash bench/gpu_session.sh warm-go2  # go2-walk's first build beside pytest tests/gpu; the kernel cache to $OUT
 #   bash bench/gpu_session.sh go2       # then franka, as above
+#   bash bench/gpu_session.sh worker-gap   # after warm-go2: host time per task hook in process and in the worker,
+#                                          # the worker path with no Genesis in the parent, and with CUDA MPS
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 phase=${1:?phase: warm, measure, profile, spin, tests, train, warm-v2, go2, franka or first-step}; shift
@@ -84,7 +86,16 @@ warm-v2)
     wait
     tail -n 3 "$out"/warm-*.log
     ;;
-warm-go2)
+warm-worker-gap)
+    gap="python3 bench/go2_vs_reference.py --tasks go2-walk --hook-timers --repeats 5 --steps 200"
+    $gap --paths b c c-nospin --out "$out/go2-hooks-h200.json" 2>&1 | quiet | tail -12
+    $gap --paths c --out "$out/go2-hooks-c-alone-h200.json" 2>&1 | quiet | tail -6  # no Genesis runtime in the parent
+    if mps_start; then
+        $gap --paths b c --out "$out/go2-hooks-mps-h200.json" 2>&1 | quiet | tail -10
+        mps_stop
+    fi
+    ;;
+go2)
     if [ -f .xfer/c/qcache-h200.tgz ]; then mkdir -p ~/.cache && tar xzf .xfer/c/qcache-h200.tgz -C ~/.cache; fi
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
     python3 bench/performance_mode.py --cache cold --build-only --task go2-walk --n-envs 4096 --performance-mode 0 \
