@@ -145,7 +145,9 @@ def _closed_while_waiting(during: str) -> PoolClosedError:
 
 def stop_processes(processes: Sequence[Any], grace: float = 1.0) -> None:
     """SIGTERM every live process and wait up to ``grace`` s for all of them together, then SIGKILL those left and
-    reap them (another ``grace`` at most): about ``2 * grace`` s whatever the processes do."""
+    reap them (another ``grace`` at most): about ``2 * grace`` s whatever the processes do. A killed process that
+    the kernel has not finished tearing down by then (a large one on a loaded machine) is reaped by a background
+    thread as soon as it exits, so that none is left a zombie."""
     for signal_them in ("terminate", "kill"):
         live = [process for process in processes if process.is_alive()]
         if not live:
@@ -156,6 +158,16 @@ def stop_processes(processes: Sequence[Any], grace: float = 1.0) -> None:
         end = time.monotonic() + grace
         for process in live:
             process.join(max(0.0, end - time.monotonic()))
+    dying = [process for process in processes if process.is_alive()]
+    if dying:
+        threading.Thread(target=_reap, args=(dying,), name="gs_gym-reaper", daemon=True).start()
+
+
+def _reap(processes: Sequence[Any]) -> None:
+    """Join killed processes, however long the kernel takes to end them."""
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.join()
 
 
 class WorkerPool:
