@@ -87,6 +87,7 @@ warm-v2)
     tail -n 3 "$out"/warm-*.log
     ;;
 warm-worker-gap)
+    python3 bench/cuda_contexts.py 2>&1 | quiet | tail -3 | tee "$out/cuda-contexts.txt"
     gap="python3 bench/go2_vs_reference.py --tasks go2-walk --hook-timers --repeats 5 --steps 200"
     $gap --paths b c c-nospin --out "$out/go2-hooks-h200.json" 2>&1 | quiet | tail -12
     $gap --paths c --out "$out/go2-hooks-c-alone-h200.json" 2>&1 | quiet | tail -6  # no Genesis runtime in the parent
