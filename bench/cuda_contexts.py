@@ -10,7 +10,6 @@ current context (``cuCtxGetCurrent``) after each library starts, and the device'
 
 from __future__ import annotations
 
-import ctypes
 import json
 import subprocess
 import sys
@@ -54,8 +53,6 @@ def probe(order: str) -> dict[str, int | None]:
 
 
 def main() -> None:
-    if not hasattr(ctypes, "CDLL"):
-        raise SystemExit("needs ctypes")
     results = {}
     for order in ("torch,genesis", "genesis,torch"):
         seen = probe(order)
