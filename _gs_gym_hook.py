@@ -7,12 +7,15 @@ import importlib.abc
 import sys
 
 _ENV_ID = "GenesisMultiGPU-v0"
-_ENTRY_POINT = "gs_gym.registration:make_vector_env"
+_VECTOR_ENTRY_POINT = "gs_gym.registration:make_vector_env"
+_ENTRY_POINT = "gs_gym.registration:refuse_single_env"  # gym.make: raises, naming gym.make_vec
 
 
 def _register(module):
     if _ENV_ID not in module.envs.registry:
-        module.envs.registration.register(id=_ENV_ID, vector_entry_point=_ENTRY_POINT)
+        module.envs.registration.register(
+            id=_ENV_ID, entry_point=_ENTRY_POINT, vector_entry_point=_VECTOR_ENTRY_POINT
+        )
 
 
 class _GymnasiumImportHook(importlib.abc.MetaPathFinder):

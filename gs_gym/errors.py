@@ -7,6 +7,7 @@ the parent's report shows both where the parent was waiting and where the worker
 
 from __future__ import annotations
 
+import gymnasium.error
 from gymnasium.error import AlreadyPendingCallError, NoAsyncCallError
 
 
@@ -99,3 +100,8 @@ class ProtocolError(GsGymError):
 
 class DeviceNotVisibleError(GsGymError):
     """A worker's GPU (named by UUID) is not visible to this process (check ``CUDA_VISIBLE_DEVICES``)."""
+
+
+class VectorOnlyError(GsGymError, gymnasium.error.Error):
+    """``gym.make("GenesisMultiGPU-v0")`` (or anything that calls it, such as torchrl's ``GymEnv``): the id names a
+    vector env, which only ``gym.make_vec`` (or ``GenesisVectorEnv``) builds; the message says what to use."""

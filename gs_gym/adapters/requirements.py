@@ -23,10 +23,16 @@ class AdapterRequirements:
     """Why, e.g. "SB3 works on numpy arrays"."""
     mode_reason: str
     """Why SAME_STEP autoreset, in the library's terms."""
+    maker: str = ""
+    """What builds the env as the adapter needs (``"gs_gym.adapters.skrl.make_env"``); default ``<adapter>.make``."""
+
+    @property
+    def _maker(self) -> str:
+        return self.maker or f"{self.adapter}.make"
 
     def check_venv(self, venv: Any) -> None:
         """Raise ``TypeError``/``ValueError`` unless ``venv`` is a ``GenesisVectorEnv`` built as the adapter needs."""
-        instead = f"or use {self.adapter}.make(num_envs, ...)"
+        instead = f"or use {self._maker}(num_envs, ...)"
         if not isinstance(venv, GenesisVectorEnv):
             raise TypeError(
                 f"{self.adapter}: expected a gs_gym.GenesisVectorEnv, got {type(venv).__name__} "
@@ -48,13 +54,10 @@ class AdapterRequirements:
         kwargs = dict(env_kwargs)
         output = kwargs.pop("output", self.output)
         if output != self.output:
-            raise ValueError(
-                f"{self.adapter}.make: output must be {self.output!r} ({self.output_reason}), got {output!r}"
-            )
+            raise ValueError(f"{self._maker}: output must be {self.output!r} ({self.output_reason}), got {output!r}")
         mode = kwargs.pop("autoreset_mode", _MODE)
         if mode not in (_MODE, _MODE.value, _MODE.name, _MODE.name.lower()):
             raise ValueError(
-                f"{self.adapter}.make: autoreset_mode must be AutoresetMode.SAME_STEP ({self.mode_reason}), "
-                f"got {mode!r}"
+                f"{self._maker}: autoreset_mode must be AutoresetMode.SAME_STEP ({self.mode_reason}), got {mode!r}"
             )
         return {**kwargs, "output": self.output, "autoreset_mode": _MODE}

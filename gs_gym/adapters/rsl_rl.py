@@ -19,10 +19,11 @@ The observations are one group, ``"policy"`` by default (``obs_group``), so ``tr
 ``{"actor": ["policy"], "critic": ["policy"]}``. Actions are clipped to the action space's bounds unless
 ``clip_actions=False`` (rsl_rl's Gaussian policies are unbounded).
 
-``episode_length_buf`` mirrors the env's per-env step counters (it is recomputed here from the dones, so writing
-to it changes nothing in the env); assigning a new buffer, which ``OnPolicyRunner.learn(init_at_random_ep_len=True)``
-does, raises ``NotImplementedError``: a ``GenesisVectorEnv`` counts episode steps inside its workers and offers no
-way to set them.
+``episode_length_buf`` mirrors the env's per-env episode step counters, which a ``GenesisVectorEnv`` keeps inside
+its workers: the adapter follows them from the dones. Assigning a buffer (``OnPolicyRunner.learn(...,
+init_at_random_ep_len=True)`` assigns random lengths in ``[0, max_episode_length)``) sets the env's counters with
+``GenesisVectorEnv.set_episode_steps``, so those envs reach the time limit earlier and episode ends spread over the
+batch; writing into the tensor in place changes nothing in the env.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ class RslRlVecEnv(VecEnv):
     Attributes (rsl_rl's ``VecEnv`` interface):
         num_envs, num_actions: batch size and flattened action size.
         max_episode_length: the task's ``max_episode_steps``.
-        episode_length_buf: ``(num_envs,)`` int64 steps of the current episodes, on ``device``.
+        episode_length_buf: ``(num_envs,)`` int64 steps of the current episodes, on ``device``; assigning it sets
+            the env's counters (``init_at_random_ep_len=True``).
         device: the env's ``main_device``; observations, rewards and dones live there.
         cfg: the task's config (a frozen dataclass).
     """
@@ -120,11 +122,10 @@ class RslRlVecEnv(VecEnv):
 
     @episode_length_buf.setter
     def episode_length_buf(self, value: torch.Tensor) -> None:
-        raise NotImplementedError(
-            "RslRlVecEnv: episode_length_buf cannot be set: a GenesisVectorEnv counts episode steps inside its "
-            "workers, so random initial episode lengths are not supported; call "
-            "OnPolicyRunner.learn(..., init_at_random_ep_len=False)"
-        )
+        """Set the env's episode step counters to ``value`` (``num_envs`` ints in ``[0, max_episode_length)``; see
+        ``GenesisVectorEnv.set_episode_steps`` for the accepted types and the errors)."""
+        self.venv.set_episode_steps(value)
+        self._episode_length_buf.copy_(torch.as_tensor(value, device=self.device))
 
     def get_observations(self) -> TensorDict:
         """The observations of the last ``reset``/``step``, as ``TensorDict({obs_group: (num_envs, obs_dim)})``."""

@@ -67,14 +67,24 @@ class TaskContext:
     """Per-env counter-based streams: env ``i``'s numbers do not depend on how envs are split over workers."""
     episode_steps: torch.Tensor
     """``(num_envs,)`` int64: control steps since each env's last reset (0 right after a reset)."""
+    render_mode: str | None = None
+    """One of the task's ``render_modes``, or None: then ``build`` adds no camera and ``render`` returns None."""
 
     @classmethod
-    def create(cls, num_envs: int, env_offset: int, device: torch.device | str, base_seed: int) -> TaskContext:
+    def create(
+        cls,
+        num_envs: int,
+        env_offset: int,
+        device: torch.device | str,
+        base_seed: int,
+        render_mode: str | None = None,
+    ) -> TaskContext:
         """A context with fresh counters, env ``g`` (global index) seeded with ``base_seed + g``."""
         device = torch.device(device)
         random = EnvRandom(num_envs, env_offset, device)
         random.seed_range(base_seed)
-        return cls(num_envs, env_offset, device, random, torch.zeros(num_envs, dtype=torch.int64, device=device))
+        steps = torch.zeros(num_envs, dtype=torch.int64, device=device)
+        return cls(num_envs, env_offset, device, random, steps, render_mode)
 
 
 class Task(ABC):
@@ -83,6 +93,7 @@ class Task(ABC):
     name: ClassVar[str]
     config_class: ClassVar[type[TaskConfig]] = TaskConfig
     render_modes: ClassVar[tuple[str, ...]] = ()
+    """The ``render_mode`` values ``render`` supports (the env's ``metadata["render_modes"]``)."""
 
     scene: Any
     """The Genesis scene, set by ``build``."""
@@ -172,8 +183,17 @@ class Task(ABC):
         """
         return {}
 
+    @property
+    def render_mode(self) -> str | None:
+        return self.context.render_mode
+
     def render(self) -> Any:
-        """A frame for ``render_mode``; only tasks that list render modes implement it."""
+        """Frames for ``context.render_mode``; only tasks that list ``render_modes`` implement it.
+
+        ``"rgb_array"`` (``gs_gym.tasks.rendering``): a uint8 ``(num_envs, H, W, 3)`` array, one RGB frame per env of
+        this task, each from a camera following that env's subject; None when the task has no render mode. Called
+        between steps; must not change the simulation state.
+        """
         raise NotImplementedError(f"task {self.name!r} does not render")
 
     def close(self) -> None:  # noqa: B027  (an optional hook: doing nothing is the default)

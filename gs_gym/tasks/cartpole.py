@@ -17,6 +17,7 @@ import torch
 
 from gs_gym.tasks.base import Task, TaskConfig, require_numbers
 from gs_gym.tasks.registry import register_task
+from gs_gym.tasks.rendering import RGB_ARRAY, CameraSpec, FollowCamera, vis_options
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,8 +47,9 @@ class CartPoleConfig(TaskConfig):
         )
 
 
-def cartpole_urdf(config: CartPoleConfig) -> str:
-    """URDF text of the cart-pole described by ``config``."""
+def cartpole_urdf(config: CartPoleConfig, visual: bool = False) -> str:
+    """URDF text of the cart-pole described by ``config``; with ``visual``, boxes for the rail, cart and pole to render
+    (visual geometry only: the explicit inertials, not the boxes, give the dynamics)."""
     half = config.pole_length / 2
     pole_inertia = config.pole_mass * config.pole_length**2 / 12
     rail = 2 * config.track_limit
@@ -58,26 +60,41 @@ def cartpole_urdf(config: CartPoleConfig) -> str:
             f'<inertia ixx="{ixx}" ixy="0" ixz="0" iyy="{ixx}" iyz="0" izz="{ixx / 100 + 1e-6}"/></inertial>'
         )
 
+    def box(size: tuple[float, float, float], z: float, rgb: str) -> str:
+        if not visual:
+            return ""
+        sx, sy, sz = size
+        return (
+            f'<visual><origin xyz="0 0 {z}"/><geometry><box size="{sx} {sy} {sz}"/></geometry>'
+            f'<material name="{rgb}"><color rgba="{rgb} 1"/></material></visual>'
+        )
+
+    rail_visual = box((rail + 0.4, 0.04, 0.04), 1.0, "0.6 0.6 0.6")
+    cart_visual = box((0.4, 0.25, 0.2), 0.0, "0.2 0.4 0.8")
+    pole_visual = box((0.05, 0.05, config.pole_length), half, "0.9 0.6 0.2")
     return f"""<?xml version="1.0"?>
 <robot name="cartpole">
-  <link name="rail">{inertial(1.0, 0.0, 0.01)}</link>
+  <link name="rail">{inertial(1.0, 0.0, 0.01)}{rail_visual}</link>
   <joint name="slider" type="prismatic">
     <parent link="rail"/><child link="cart"/><axis xyz="1 0 0"/><origin xyz="0 0 1"/>
     <limit lower="{-rail}" upper="{rail}" effort="1000" velocity="1000"/>
   </joint>
-  <link name="cart">{inertial(config.cart_mass, 0.0, 0.01)}</link>
+  <link name="cart">{inertial(config.cart_mass, 0.0, 0.01)}{cart_visual}</link>
   <joint name="hinge" type="continuous">
     <parent link="cart"/><child link="pole"/><axis xyz="0 1 0"/><origin xyz="0 0 0"/>
   </joint>
-  <link name="pole">{inertial(config.pole_mass, half, pole_inertia)}</link>
+  <link name="pole">{inertial(config.pole_mass, half, pole_inertia)}{pole_visual}</link>
 </robot>
 """
 
 
 @register_task("cartpole")
 class CartPole(Task):
+    """``render_mode="rgb_array"``: per env, a side view that follows the cart along the rail."""
+
     config_class = CartPoleConfig
     config: CartPoleConfig
+    render_modes = (RGB_ARRAY,)
 
     @classmethod
     def spaces(cls, config: TaskConfig) -> tuple[gym.spaces.Box, gym.spaces.Box]:
@@ -91,13 +108,18 @@ class CartPole(Task):
         config = self.config
         self._urdf_dir = tempfile.TemporaryDirectory(prefix="gs_gym_cartpole_")
         urdf = Path(self._urdf_dir.name) / "cartpole.urdf"
-        urdf.write_text(cartpole_urdf(config))
+        rendering = self.render_mode is not None
+        urdf.write_text(cartpole_urdf(config, visual=rendering))
         self.scene = gs.Scene(
             sim_options=gs.options.SimOptions(dt=config.dt, substeps=1),
             rigid_options=gs.options.RigidOptions(enable_collision=False, enable_joint_limit=True),
+            vis_options=vis_options(self.render_mode),
             show_viewer=False,
         )
         self.robot = self.scene.add_entity(gs.morphs.URDF(file=str(urdf), fixed=True))
+        # the rail is 1 m up: look at the middle of an upright pole from the side
+        spec = CameraSpec(offset=(0.0, -3.0, 0.3), lookat_offset=(0.0, 0.0, 1.0 + 0.4 * config.pole_length))
+        self.camera = FollowCamera(self.scene, spec) if rendering else None
         self.scene.build(n_envs=self.num_envs)
         self.robot.set_dofs_armature(torch.full((2,), config.armature))
         self._forces = torch.zeros(self.num_envs, 2, dtype=torch.float32, device=self.device)
@@ -133,6 +155,15 @@ class CartPole(Task):
     def compute_terminated(self) -> torch.Tensor:
         position = self.position
         return (position[:, 0].abs() > self.config.track_limit) | (position[:, 1].abs() > self.config.angle_limit)
+
+    def render(self) -> np.ndarray | None:
+        """Per env, the cart seen from the side (the camera moves along the rail with it): ``(num_envs, 240, 320,
+        3)`` uint8; None without a render mode."""
+        if self.camera is None:
+            return None
+        cart = torch.zeros(self.num_envs, 3, dtype=torch.float32)
+        cart[:, 0] = self.robot.get_dofs_position()[:, 0].cpu()
+        return self.camera.render(cart)
 
     def close(self) -> None:
         self._urdf_dir.cleanup()

@@ -26,6 +26,7 @@ import torch
 from gs_gym.tasks.base import Task, TaskConfig
 from gs_gym.tasks.randomization import DomainRandomizer, RandomizedTaskConfig
 from gs_gym.tasks.registry import register_task
+from gs_gym.tasks.rendering import RGB_ARRAY, CameraSpec, FollowCamera, vis_options
 
 ARM_JOINTS = tuple(f"joint{i}" for i in range(1, 8))
 FINGER_JOINTS = ("finger_joint1", "finger_joint2")
@@ -81,10 +82,18 @@ class FrankaReachConfig(RandomizedTaskConfig):
 @register_task("franka-reach")
 class FrankaReach(Task):
     """A step is five Genesis calls (one control, one ``scene.step``, three getters in ``read_state``) plus the
-    masked ``set_qpos`` of ``reset_envs`` and one setter per enabled reset-time randomization."""
+    masked ``set_qpos`` of ``reset_envs`` and one setter per enabled reset-time randomization.
+
+    ``render_mode="rgb_array"``: per env, the arm and its target (a sphere of radius ``success_threshold``, added to
+    the scene only when rendering, without collision) from a camera aimed between the arm's workspace and the
+    target."""
+
+    WORKSPACE_CENTER = (0.25, 0.0, 0.35)
+    """Where, with the target, the camera aims (world frame, meters): half way between the two."""
 
     config_class = FrankaReachConfig
     config: FrankaReachConfig
+    render_modes = (RGB_ARRAY,)
 
     @classmethod
     def spaces(cls, config: TaskConfig) -> tuple[gym.spaces.Box, gym.spaces.Box]:
@@ -105,9 +114,18 @@ class FrankaReach(Task):
                 enable_joint_limit=True,
                 **self.randomizer.rigid_options(),
             ),
+            vis_options=vis_options(self.render_mode),
             show_viewer=False,
         )
         self.robot = self.scene.add_entity(gs.morphs.MJCF(file=config.mjcf))
+        self.marker = None
+        self.camera = None
+        if self.render_mode is not None:
+            self.marker = self.scene.add_entity(
+                gs.morphs.Sphere(radius=config.success_threshold, fixed=True, collision=False),
+                surface=gs.surfaces.Default(color=(0.9, 0.2, 0.2)),
+            )
+            self.camera = FollowCamera(self.scene, CameraSpec(offset=(1.1, 0.9, 0.45), fov=50.0))
         self.scene.build(n_envs=n)
         self._check_joint_layout()
 
@@ -227,6 +245,16 @@ class FrankaReach(Task):
         if not self.config.terminate_on_success:
             return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         return self.distance() < self.config.success_threshold
+
+    def render(self) -> np.ndarray | None:
+        """Per env, the arm and the target marker, the camera aimed half way between the arm's workspace and the
+        target: ``(num_envs, 240, 320, 3)`` uint8; None without a render mode. Moves the marker (no collision) to
+        ``targets`` first."""
+        if self.camera is None or self.marker is None:
+            return None
+        self.marker.set_pos(self.targets)
+        center = torch.tensor(self.WORKSPACE_CENTER, dtype=torch.float32, device=self.device)
+        return self.camera.render((self.targets + center) / 2)
 
     def metrics(self) -> dict[str, float]:
         """Means over the envs: hand-to-target distance (m) and the fraction within ``success_threshold``."""

@@ -28,6 +28,7 @@ import torch
 from gs_gym.tasks.base import Task, TaskConfig, require_numbers
 from gs_gym.tasks.randomization import DomainRandomizer, RandomizedTaskConfig
 from gs_gym.tasks.registry import register_task
+from gs_gym.tasks.rendering import RGB_ARRAY, CameraSpec, FollowCamera, vis_options
 
 GO2_JOINT_NAMES = (
     "FR_hip_joint", "FR_thigh_joint", "FR_calf_joint",
@@ -151,8 +152,11 @@ def roll_pitch(quat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 @register_task("go2-walk")
 class Go2Walk(Task):
+    """``render_mode="rgb_array"``: per env, a view from the front right that follows the base over the ground."""
+
     config_class = Go2WalkConfig
     config: Go2WalkConfig
+    render_modes = (RGB_ARRAY,)
 
     @classmethod
     def spaces(cls, config: TaskConfig) -> tuple[gym.spaces.Box, gym.spaces.Box]:
@@ -175,12 +179,15 @@ class Go2Walk(Task):
                 max_collision_pairs=30,
                 **self.randomizer.rigid_options(),
             ),
+            vis_options=vis_options(self.render_mode),
             show_viewer=False,
         )
         self.ground = self.scene.add_entity(gs.morphs.URDF(file="urdf/plane/plane.urdf", fixed=True))
         self.robot = self.scene.add_entity(
             gs.morphs.URDF(file=config.urdf, pos=config.base_init_pos, quat=(1.0, 0.0, 0.0, 0.0))
         )
+        spec = CameraSpec(offset=(1.0, -1.6, 0.6), lookat_offset=(0.0, 0.0, 0.25))
+        self.camera = FollowCamera(self.scene, spec) if self.render_mode is not None else None
         self.scene.build(n_envs=n)
 
         joints = [self.robot.get_joint(name) for name in config.joint_names]
@@ -363,6 +370,15 @@ class Go2Walk(Task):
     def compute_terminated(self) -> torch.Tensor:
         roll, pitch = roll_pitch(self._state().quat)
         return (roll.abs() > self.config.max_roll) | (pitch.abs() > self.config.max_pitch)
+
+    def render(self) -> np.ndarray | None:
+        """Per env, the robot seen from the front right, the camera following the base's x and y at a fixed height:
+        ``(num_envs, 240, 320, 3)`` uint8; None without a render mode."""
+        if self.camera is None:
+            return None
+        base = self.robot.get_pos().to("cpu", torch.float32)
+        base[:, 2] = 0.0  # follow over the ground, not the base's bounce
+        return self.camera.render(base)
 
     def _state(self) -> Go2State:
         if self.state is None:

@@ -20,6 +20,8 @@ class Command(enum.IntEnum):
     GET_ATTR = 4
     SET_ATTR = 5
     CLOSE = 6
+    SET_EPISODE_STEPS = 7
+    """Overwrite the shard's per-env episode step counters; args: one value per env of the shard."""
 
 
 class ErrorKind(enum.IntEnum):

@@ -97,5 +97,22 @@ class BatchIO:
             return self._host_or_device(parts[0].to(self.main_device))
         return self._host_or_device(torch.cat([part.to(self.main_device) for part in parts]))
 
+    def same_step_info(self, shards: Sequence[OpenedShard], done: Any) -> dict[str, Any]:
+        """SAME_STEP's ``info`` for a step where some env finished; ``done`` is the mask as ``present`` gave it.
+
+        ``output="numpy"`` follows ``gymnasium.vector.SyncVectorEnv`` exactly: ``final_obs`` is an object array
+        with the final observation of each finished env and None elsewhere, ``final_info`` an empty dict (tasks
+        have no per-env info), and ``_final_obs``/``_final_info`` two separate bool masks. Tensor outputs keep a
+        dense batch of every env's pre-reset observation (rows of envs that go on equal ``obs``): an object array
+        cannot live on a GPU, and picking the finished rows would wait for the device to count them.
+        """
+        final = self.read(shards, "final_observations", copy=True)
+        if self.output == "numpy":
+            dense, final = final, np.full(self.num_envs, None, dtype=object)
+            for index in np.flatnonzero(done):
+                final[index] = dense[index]
+            return {"final_obs": final, "_final_obs": done, "final_info": {}, "_final_info": done.copy()}
+        return {"final_obs": final, "_final_obs": done, "final_info": {}, "_final_info": done}
+
     def _host_or_device(self, tensor: torch.Tensor) -> torch.Tensor | np.ndarray:
         return tensor.cpu().numpy() if self.output == "numpy" else tensor

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
@@ -21,7 +22,7 @@ from gs_gym.vector.options import EnvOptions, as_seconds, parse_options
 from gs_gym.vector.pools import random_seed, shard_specs, start_pool
 from gs_gym.vector.shard import kernel_cache_notice
 from gs_gym.vector.sharding import EnvRange, split_envs
-from gs_gym.vector.validation import check_reset_mask, check_seed, non_finite_actions_error
+from gs_gym.vector.validation import check_episode_steps, check_reset_mask, check_seed, non_finite_actions_error
 
 
 class GenesisVectorEnv(VectorEnv):
@@ -162,8 +163,10 @@ class GenesisVectorEnv(VectorEnv):
         Returns:
             ``(observations, rewards, terminated, truncated, info)``: float32 ``(num_envs, *obs)``, float32
             ``(num_envs,)``, bool ``(num_envs,)`` twice, laid out as ``output`` asks. ``info`` is empty except:
-            under SAME_STEP, when some env finished, ``"final_obs"`` (every env's observation before the reset; a
-            dense batch) with its mask ``"_final_obs"``, and ``"final_info"``/``"_final_info"``; with
+            under SAME_STEP, when some env finished, ``"final_obs"`` with its mask ``"_final_obs"``, and
+            ``"final_info"``/``"_final_info"``: with ``output="numpy"`` exactly ``SyncVectorEnv``'s layout (an object
+            array, the final observation where an env finished, None elsewhere); with tensors a dense batch of every
+            env's pre-reset observation (no object arrays on a GPU; see ``BatchIO.same_step_info``); with
             ``on_worker_failure="restart"``, ``"worker_restarted"``/``"_worker_restarted"`` marking the envs of
             restarted workers. Raises ``WorkerError`` subclasses for worker failures, and ``ValueError`` for
             non-finite actions (see ``step_async``; the env stays usable).
@@ -185,8 +188,7 @@ class GenesisVectorEnv(VectorEnv):
             restarted or any(outcome is not None and outcome.any_done for outcome in collected.values)
         ):
             done = self._io.present([s.buffers.terminated | s.buffers.truncated for s in shards])
-            final = self._io.read(shards, "final_observations", copy=True)
-            info = {"final_obs": final, "_final_obs": done, "final_info": {}, "_final_info": done}
+            info = self._io.same_step_info(shards, done)
         if restarted:
             marked = [torch.full_like(s.buffers.truncated, i in restarted) for i, s in enumerate(shards)]
             info["worker_restarted"] = info["_worker_restarted"] = self._io.present(marked)
@@ -199,11 +201,39 @@ class GenesisVectorEnv(VectorEnv):
         self.step_async(actions)
         return self.step_wait()
 
+    def set_episode_steps(self, steps: Any) -> None:
+        """Set every env's episode step counter: the control steps its current episode has taken, which the time
+        limit counts (the step that brings a counter to ``max_episode_steps`` truncates the env).
+
+        After ``set_episode_steps(s)``, env ``i`` is truncated by its ``max_episode_steps - s[i]``-th next step
+        unless it terminates first, so ``s[i] = max_episode_steps - 1`` truncates it on the next step; task hooks
+        that read ``episode_steps`` (command resampling, pushes) see the new values. Random counters spread episode
+        ends over the batch, as rsl_rl's ``OnPolicyRunner.learn(init_at_random_ep_len=True)`` asks. Each worker
+        gets the slice of its envs; ``get_attr("episode_steps")`` reads them back (one tensor per worker).
+
+        Args:
+            steps: ``num_envs`` ints in ``[0, max_episode_steps)``, env ``i`` at index ``i``: a torch tensor (any
+                device), a numpy array or a list/tuple, of an integer dtype (not bool).
+
+        Raises:
+            TypeError: ``steps`` is not a tensor, array or list, or its dtype is not an integer one.
+            ValueError: the shape is not ``(num_envs,)``, or values are out of range (up to 10 envs named).
+            StepPendingError: a step is pending (call ``step_wait()`` first).
+
+        A rejected call changes nothing. ``reset()`` sets the counters of the envs it resets to 0; under NEXT_STEP
+        an env that finished on the last step is reset by the next step, which starts its counter from 0 whatever
+        was set here.
+        """
+        self._life.require(State.NEEDS_RESET, State.READY, action="set_episode_steps")
+        values = check_episode_steps(steps, self.num_envs, self.options.config.max_episode_steps)
+        requests = {index: (values[shard.offset : shard.stop],) for index, shard in enumerate(self.env_ranges)}
+        self._shards.run(Command.SET_EPISODE_STEPS, requests, "set_episode_steps")
+
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call the task method ``name`` (or read the attribute) in every worker; one result per worker.
-        ``call("render")`` returns ``render()``'s frames (None per worker without a render mode)."""
+        ``call("render")`` is Gymnasium's: one frame per env, or None per env without a render mode."""
         if name == "render":
-            return self.render() or (None,) * len(self._shards.all)
+            return self.render() or (None,) * self.num_envs
         return self.call_workers(None, name, *args, **kwargs)
 
     def call_workers(self, workers: Sequence[int] | None, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
@@ -228,11 +258,25 @@ class GenesisVectorEnv(VectorEnv):
         requests = {i: (name, v) for i, v in zip(indices, values, strict=True)}
         self._shards.run(Command.SET_ATTR, requests, f"set_attr {name!r}")
 
-    def render(self) -> tuple[Any, ...] | None:
-        """One frame per worker for ``render_mode``; None when the env has no render mode."""
+    def render(self) -> tuple[np.ndarray, ...] | None:
+        """The frames of every env for ``render_mode``, as Gymnasium's vector API defines them; None without one.
+
+        Returns:
+            ``render_mode="rgb_array"``: a tuple of ``num_envs`` numpy uint8 ``(H, W, 3)`` RGB frames, env ``i`` at
+            index ``i`` (``SyncVectorEnv.render``'s layout, so Gymnasium's vector ``RecordVideo`` and
+            ``HumanRendering`` take it as is). Each frame comes from a camera that follows env ``i``'s subject (the
+            cart, the robot's base, the arm and its target); the size is the task's (320x240 for the built-in tasks).
+            ``render_mode=None``: None (no camera exists).
+
+        Every env is drawn separately (Genesis' ``split_envs``: its default draws all envs into one image, on top
+        of each other), so a render costs about one rasterizer pass per env (~10 ms per frame on a CPU core): render
+        an evaluation-sized env, not a training batch of thousands. The frames come back through each worker's
+        pipe. Raises ``WorkerError`` subclasses for worker failures.
+        """
         if self.render_mode is None:
             return None
-        return self.call_workers(None, "render")
+        per_worker = self.call_workers(None, "render")
+        return tuple(frame for frames in per_worker for frame in frames)
 
     def close_extras(self, timeout: float | None = None, **kwargs: Any) -> None:
         """``close(timeout=None)``: ask the workers to stop and give them ``timeout`` s (default 5), then terminate

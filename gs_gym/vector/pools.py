@@ -39,6 +39,7 @@ def shard_specs(options: EnvOptions, ranges: list[EnvRange], base_seed: int) -> 
             check_actions=options.check_actions,
             check_observations=options.check_observations,
             genesis_logging_level=options.genesis_logging_level,
+            render_mode=options.render_mode,
         )
         for shard in ranges
     ]

@@ -70,6 +70,8 @@ class ShardSpec:
     """Raise ``NonFiniteObservationError`` when observations or rewards hold NaN or inf (one host sync per step)."""
     genesis_logging_level: str = "warning"
     """``gs.init(logging_level=...)``: what Genesis itself prints (in a worker: through the worker's output)."""
+    render_mode: str | None = None
+    """The task's ``render_mode`` (``TaskContext.render_mode``): None adds no camera to the scene."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +113,9 @@ class EnvShard:
         self.spec = spec
         self.device = torch.device(gs.device)
         report(BUILDING_SCENE)
-        self.context = TaskContext.create(spec.num_envs, spec.env_offset, self.device, spec.base_seed)
+        self.context = TaskContext.create(
+            spec.num_envs, spec.env_offset, self.device, spec.base_seed, render_mode=spec.render_mode
+        )
         self.task = spec.task_class(spec.config, self.context)
         self.task.build()
         obs_space, act_space = spec.task_class.spaces(spec.config)
@@ -230,6 +234,11 @@ class EnvShard:
         if not hasattr(self.task, name):
             raise AttributeError(f"task {self.task.name!r} has no attribute {name!r} to set")
         setattr(self.task, name, value)
+
+    def set_episode_steps(self, steps: np.ndarray) -> None:
+        """Overwrite ``context.episode_steps`` with ``steps`` (int64, one per env of this shard, checked by the
+        parent): the next step counts from there, so an env set to ``max_episode_steps - 1`` is truncated by it."""
+        self.context.episode_steps.copy_(torch.as_tensor(steps, dtype=torch.int64))
 
     def close(self) -> None:
         self.task.close()

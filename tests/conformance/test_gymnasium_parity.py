@@ -43,7 +43,7 @@ def test_a_negative_seed_is_refused_and_the_env_stays_usable(env):
 def test_render_without_a_render_mode_gives_none(env):
     assert env.render_mode is None
     assert env.render() is None
-    assert env.call("render") == (None,)  # one per worker, as Gymnasium gives one per env
+    assert env.call("render") == (None,) * env.num_envs  # one per env, as SyncVectorEnv gives
 
 
 def test_step_wait_takes_a_timeout_and_actions_leave_autograd(env):

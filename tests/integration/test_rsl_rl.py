@@ -126,10 +126,34 @@ def test_vecenv_interface(env):
     assert time_outs >= 3 and terminations >= 1, (time_outs, terminations)
 
 
+def env_counters(env) -> list[int]:
+    """The vector env's own episode step counters (one tensor per worker)."""
+    return torch.cat([steps.cpu() for steps in env.venv.get_attr("episode_steps")]).tolist()
+
+
 @needs_rsl_rl
-def test_episode_length_buf_cannot_be_replaced(env):
-    with pytest.raises(NotImplementedError, match="init_at_random_ep_len=False"):
-        env.episode_length_buf = torch.zeros(NUM_ENVS, dtype=torch.int64)
+def test_episode_length_buf_sets_the_env_counters(env):
+    env.reset(seed=SEED)
+    lengths = [MAX_STEPS - 1, 0, 5, MAX_STEPS - 1, 12, 1, MAX_STEPS - 1, 7]
+    env.episode_length_buf = torch.tensor(lengths)
+    assert env.episode_length_buf.dtype == torch.int64 and env.episode_length_buf.tolist() == lengths
+    assert env_counters(env) == lengths
+
+    _, _, dones, extras = env.step(torch.zeros(NUM_ENVS, 1))
+    last = [length == MAX_STEPS - 1 for length in lengths]
+    assert dones.tolist() == [int(x) for x in last] and extras["time_outs"].tolist() == last
+    expected = [0 if at_limit else length + 1 for length, at_limit in zip(lengths, last, strict=True)]
+    assert env.episode_length_buf.tolist() == expected and env_counters(env) == expected
+
+
+@needs_rsl_rl
+def test_bad_episode_length_buf_is_refused(env):
+    env.reset(seed=SEED)
+    with pytest.raises(ValueError, match=rf"^steps: expected values in \[0, max_episode_steps={MAX_STEPS}\)"):
+        env.episode_length_buf = torch.full((NUM_ENVS,), MAX_STEPS)
+    with pytest.raises(TypeError, match=r"^steps: expected an integer dtype, got torch.float32"):
+        env.episode_length_buf = torch.zeros(NUM_ENVS)
+    assert env.episode_length_buf.tolist() == [0] * NUM_ENVS and env_counters(env) == [0] * NUM_ENVS
 
 
 @needs_rsl_rl
@@ -157,12 +181,39 @@ def test_on_policy_runner_two_iterations(env, tmp_path):
 
 
 @needs_rsl_rl
-def test_runner_refuses_random_initial_lengths(env, tmp_path):
+def test_runner_with_random_initial_lengths(env, tmp_path, monkeypatch):
+    """``learn(init_at_random_ep_len=True)`` assigns ``randint_like(episode_length_buf, high=max_episode_length)``:
+    the env's counters hold exactly those values when the first rollout step starts."""
     from rsl_rl.runners import OnPolicyRunner
 
-    runner = OnPolicyRunner(env, train_cfg(), log_dir=None, device="cpu")
-    with pytest.raises(NotImplementedError, match="episode_length_buf cannot be set"):
-        runner.learn(num_learning_iterations=1, init_at_random_ep_len=True)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the worker takes the other core
+    try:
+        torch.manual_seed(0)
+        env.reset(seed=SEED)
+        runner = OnPolicyRunner(env, train_cfg(), log_dir=str(tmp_path), device="cpu")
+        torch.manual_seed(1)
+        drawn = torch.randint_like(env.episode_length_buf, high=MAX_STEPS).tolist()
+        assert len(set(drawn)) > 1
+        seen: list[list[int]] = []
+        step = env.step
+
+        def first_counters_then_step(actions):
+            if not seen:
+                seen.append(env_counters(env))
+            return step(actions)
+
+        monkeypatch.setattr(env, "step", first_counters_then_step)
+        torch.manual_seed(1)
+        runner.learn(num_learning_iterations=2, init_at_random_ep_len=True)
+    finally:
+        torch.set_num_threads(threads)
+    assert seen == [drawn]
+    assert runner.current_learning_iteration == 1
+    assert len(runner.logger.rewbuffer) >= NUM_ENVS
+    # the logger counts lengths from the learn() call, so a first episode started at n ends by MAX_STEPS - n
+    assert all(0 < length <= MAX_STEPS for length in runner.logger.lenbuffer)
+    assert (tmp_path / "model_1.pt").is_file()
 
 
 # -- construction errors (no scene built) --------------------------------------------------------------------------

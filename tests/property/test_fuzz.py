@@ -561,8 +561,8 @@ def run_reset(model: Model, seed: Seed, options: ResetOptions) -> None:
 
 def run_call(model: Model, name: str) -> None:
     env = model.env
-    if name == "render":  # no render mode: None per worker, whatever the state
-        assert env.call("render") == (None,) * len(model.counts)
+    if name == "render":  # no render mode: None per env, whatever the state
+        assert env.call("render") == (None,) * env.num_envs
         return
     if model.pending:
         error = expect(lambda: env.call(name), Refusal(AlreadyPendingCallError, f"call {name!r}: a step is pending"))
@@ -692,7 +692,7 @@ BAD_OPTIONS = st.one_of(
     bad("output", ["tensor", "TORCH", "numpy ", None, 0, "", ["torch"]]),
     bad("task", ["nope", "CartPole", "cartpole ", ""]),
     bad("task", [5, None, dict, GenesisVectorEnv, ["cartpole"]], TE),
-    bad("render_mode", ["human", "rgb_array", "", 1, []]),
+    bad("render_mode", ["human", "rgb", "", 1, []]),
     bad("task_kwargs", [[], "max_episode_steps=8", 5, (("max_episode_steps", 8),)], TE),
     bad("task_kwargs", [{"bogus": 1}, {"max_episode_step": 8}, {"randomization": {}}]),
     st.sampled_from([0, -1, -(2**40)]).map(

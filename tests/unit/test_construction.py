@@ -61,7 +61,7 @@ from gs_gym.tasks.cartpole import CartPole
         (
             {"num_envs": 4, "backend": "cpu", "render_mode": "human"},
             ValueError,
-            "render_mode: task 'cartpole' supports [], got 'human'",
+            "render_mode: task 'cartpole' supports ['rgb_array'], got 'human'",
         ),
         (
             {"num_envs": 4, "backend": "cpu", "autoreset_mode": "sometimes"},
