@@ -19,19 +19,13 @@ def as_action_tensor(actions: Any, expected_shape: tuple[int, ...], name: str = 
     it ``name``. Values are not looked at here (that would wait for the device): NaN and inf are the shards'
     ``check_actions``."""
     if isinstance(actions, (list, tuple)):
-        try:
-            actions = np.asarray(actions)
-        except (ValueError, TypeError) as error:  # ragged nesting, or entries numpy cannot hold in one array
-            raise ValueError(
-                f"{name}: expected a rectangular nested list of numbers, got one numpy refuses ({error})"
-            ) from error
+        actions = _list_as_array(actions, name, "a rectangular nested list of numbers")
     if isinstance(actions, np.ndarray):
         return _numpy_actions(actions, expected_shape, name)
     if not isinstance(actions, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor or numpy.ndarray, got {type(actions).__name__}")
-    if actions.is_meta or actions.layout != torch.strided:
-        kind = "a meta tensor (no data)" if actions.is_meta else f"layout {actions.layout}"
-        raise ValueError(f"{name}: expected a dense tensor with data, got {kind}")
+    if missing := _missing_data(actions):
+        raise ValueError(f"{name}: expected a dense tensor with data, got {missing}")
     if actions.dtype == torch.bool or actions.is_complex():
         raise ValueError(f"{name}: expected a real-valued tensor, got dtype {actions.dtype}")
     _check_shape(name, tuple(actions.shape), expected_shape)
@@ -45,6 +39,23 @@ def _numpy_actions(actions: np.ndarray, expected_shape: tuple[int, ...], name: s
         raise ValueError(f"{name}: expected a real-valued array, got dtype {actions.dtype}")
     _check_shape(name, actions.shape, expected_shape)  # before the copy below, which makes a 0-d array 1-d
     return torch.from_numpy(np.ascontiguousarray(actions)).to(torch.float32)
+
+
+def _list_as_array(values: list[Any] | tuple[Any, ...], name: str, expected: str) -> np.ndarray:
+    """``np.asarray(values)``, numpy's refusal (ragged nesting, entries it cannot hold in one array) named."""
+    try:
+        return np.asarray(values)
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"{name}: expected {expected}, got one numpy refuses ({error})") from error
+
+
+def _missing_data(tensor: torch.Tensor) -> str | None:
+    """What keeps ``tensor`` from being read as dense values (a meta or sparse tensor), or None."""
+    if tensor.is_meta:
+        return "a meta tensor (no data)"
+    if tensor.layout != torch.strided:
+        return f"layout {tensor.layout}"
+    return None
 
 
 def _check_shape(name: str, shape: tuple[int, ...], expected_shape: tuple[int, ...]) -> None:
@@ -94,9 +105,8 @@ def check_reset_mask(options: dict[str, Any] | None, num_envs: int) -> np.ndarra
         return None
     mask = options["reset_mask"]
     if isinstance(mask, torch.Tensor):
-        if mask.is_meta or mask.layout != torch.strided:
-            kind = "a meta tensor (no data)" if mask.is_meta else f"layout {mask.layout}"
-            raise TypeError(f"options['reset_mask']: expected a dense bool tensor with data, got {kind}")
+        if missing := _missing_data(mask):
+            raise TypeError(f"options['reset_mask']: expected a dense bool tensor with data, got {missing}")
         if mask.dtype != torch.bool:
             raise TypeError(f"options['reset_mask']: expected dtype torch.bool, got {mask.dtype}")
         mask = mask.detach().cpu().numpy()
@@ -126,16 +136,10 @@ def check_episode_steps(steps: Any, num_envs: int, max_episode_steps: int) -> np
     if isinstance(steps, (list, tuple)):
         if any(isinstance(value, (bool, np.bool_)) for value in steps):
             raise TypeError("steps: expected ints, got a bool in the list")
-        try:
-            steps = np.asarray(steps)
-        except (ValueError, TypeError) as error:  # ragged nesting, or entries numpy cannot hold in one array
-            raise ValueError(
-                f"steps: expected a flat list of num_envs={num_envs} ints, got one numpy refuses ({error})"
-            ) from error
+        steps = _list_as_array(steps, "steps", f"a flat list of num_envs={num_envs} ints")
     if isinstance(steps, torch.Tensor):
-        if steps.is_meta or steps.layout != torch.strided:
-            kind = "a meta tensor (no data)" if steps.is_meta else f"layout {steps.layout}"
-            raise TypeError(f"steps: expected a dense integer tensor with data, got {kind}")
+        if missing := _missing_data(steps):
+            raise TypeError(f"steps: expected a dense integer tensor with data, got {missing}")
         integral = steps.dtype in _INTEGER_TENSOR_DTYPES
     elif isinstance(steps, np.ndarray):
         integral = steps.dtype.kind in "iu"  # not bool ("b") nor timedelta64 ("m")
