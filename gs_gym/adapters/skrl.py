@@ -17,7 +17,7 @@ a done is the reset step (reward 0, the action ignored): skrl would count it as 
 
 or check an env you built yourself with ``wrap_env(venv)``. Outputs are torch tensors on the env's ``main_device``,
 which skrl reads as ``env.device``. ``render()`` (called by skrl's trainers unless ``headless=True``) gives one
-``None`` per worker without a render mode.
+``None`` per env without a render mode.
 """
 
 from __future__ import annotations
