@@ -145,8 +145,7 @@ def check_episode_steps(steps: Any, num_envs: int, max_episode_steps: int) -> np
         integral = steps.dtype.kind in "iu"  # not bool ("b") nor timedelta64 ("m")
     else:
         raise TypeError(f"steps: expected a torch.Tensor, numpy.ndarray or list of ints, got {type(steps).__name__}")
-    if tuple(steps.shape) != (num_envs,):
-        raise ValueError(f"steps: expected shape ({num_envs},), got {tuple(steps.shape)}")
+    _check_shape("steps", tuple(steps.shape), (num_envs,))
     if not integral:
         raise TypeError(f"steps: expected an integer dtype, got {steps.dtype}")
     values = steps.detach().cpu().numpy() if isinstance(steps, torch.Tensor) else steps

@@ -126,6 +126,15 @@ def test_vecenv_interface(env):
     assert time_outs >= 3 and terminations >= 1, (time_outs, terminations)
 
 
+@pytest.fixture
+def one_torch_thread():
+    """The learner on one thread: the worker takes the other core."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def env_counters(env) -> list[int]:
     """The vector env's own episode step counters (one tensor per worker)."""
     return torch.cat([steps.cpu() for steps in env.venv.get_attr("episode_steps")]).tolist()
@@ -157,18 +166,13 @@ def test_bad_episode_length_buf_is_refused(env):
 
 
 @needs_rsl_rl
-def test_on_policy_runner_two_iterations(env, tmp_path):
+def test_on_policy_runner_two_iterations(env, tmp_path, one_torch_thread):
     from rsl_rl.runners import OnPolicyRunner
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the worker takes the other core
-    try:
-        torch.manual_seed(0)
-        env.reset(seed=SEED)
-        runner = OnPolicyRunner(env, train_cfg(), log_dir=str(tmp_path), device="cpu")
-        runner.learn(num_learning_iterations=2)
-    finally:
-        torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    env.reset(seed=SEED)
+    runner = OnPolicyRunner(env, train_cfg(), log_dir=str(tmp_path), device="cpu")
+    runner.learn(num_learning_iterations=2)
     assert runner.current_learning_iteration == 1
     # the logger counted finished episodes from the adapter's rewards and dones (32 steps x 8 envs, episodes <= 20)
     assert len(runner.logger.rewbuffer) >= NUM_ENVS
@@ -181,33 +185,28 @@ def test_on_policy_runner_two_iterations(env, tmp_path):
 
 
 @needs_rsl_rl
-def test_runner_with_random_initial_lengths(env, tmp_path, monkeypatch):
+def test_runner_with_random_initial_lengths(env, tmp_path, monkeypatch, one_torch_thread):
     """``learn(init_at_random_ep_len=True)`` assigns ``randint_like(episode_length_buf, high=max_episode_length)``:
     the env's counters hold exactly those values when the first rollout step starts."""
     from rsl_rl.runners import OnPolicyRunner
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the worker takes the other core
-    try:
-        torch.manual_seed(0)
-        env.reset(seed=SEED)
-        runner = OnPolicyRunner(env, train_cfg(), log_dir=str(tmp_path), device="cpu")
-        torch.manual_seed(1)
-        drawn = torch.randint_like(env.episode_length_buf, high=MAX_STEPS).tolist()
-        assert len(set(drawn)) > 1
-        seen: list[list[int]] = []
-        step = env.step
+    torch.manual_seed(0)
+    env.reset(seed=SEED)
+    runner = OnPolicyRunner(env, train_cfg(), log_dir=str(tmp_path), device="cpu")
+    torch.manual_seed(1)
+    drawn = torch.randint_like(env.episode_length_buf, high=MAX_STEPS).tolist()
+    assert len(set(drawn)) > 1
+    seen: list[list[int]] = []
+    step = env.step
 
-        def first_counters_then_step(actions):
-            if not seen:
-                seen.append(env_counters(env))
-            return step(actions)
+    def first_counters_then_step(actions):
+        if not seen:
+            seen.append(env_counters(env))
+        return step(actions)
 
-        monkeypatch.setattr(env, "step", first_counters_then_step)
-        torch.manual_seed(1)
-        runner.learn(num_learning_iterations=2, init_at_random_ep_len=True)
-    finally:
-        torch.set_num_threads(threads)
+    monkeypatch.setattr(env, "step", first_counters_then_step)
+    torch.manual_seed(1)
+    runner.learn(num_learning_iterations=2, init_at_random_ep_len=True)
     assert seen == [drawn]
     assert runner.current_learning_iteration == 1
     assert len(runner.logger.rewbuffer) >= NUM_ENVS
