@@ -22,6 +22,8 @@ class Command(enum.IntEnum):
     CLOSE = 6
     SET_EPISODE_STEPS = 7
     """Overwrite the shard's per-env episode step counters; args: one value per env of the shard."""
+    RENDER = 8
+    """Render the shard's frames into its shared frame buffer; the reply carries the buffer when it is new."""
 
 
 class ErrorKind(enum.IntEnum):

@@ -64,6 +64,8 @@ class GenesisVectorEnv(VectorEnv):
         pool = start_pool(opts, shard_specs(opts, self.env_ranges, base_seed), progress)
         self._client = ShardClient(pool, self._life, step_timeout=opts.step_timeout, base_seed=base_seed)
         self._send_crashes: Mapping[int, WorkerCrashedError] = {}
+        self._frame_buffers: dict[int, torch.Tensor] = {}
+        """Per shard: its frame buffer (shared memory for a worker), as the last render that sent one left it."""
         self._life.state = State.NEEDS_RESET
 
     # -- what users read ---------------------------------------------------------------------------------------
@@ -270,13 +272,18 @@ class GenesisVectorEnv(VectorEnv):
 
         Every env is drawn separately (Genesis' ``split_envs``: its default draws all envs into one image, on top
         of each other), so a render costs about one rasterizer pass per env (~10 ms per frame on a CPU core): render
-        an evaluation-sized env, not a training batch of thousands. The frames come back through each worker's
-        pipe. Raises ``WorkerError`` subclasses for worker failures.
+        an evaluation-sized env, not a training batch of thousands. Workers write their frames into a frame buffer
+        in shared memory, sent once; the pipe carries no pixels, and the frames returned are this process's own
+        copies. Raises ``WorkerError`` subclasses for worker failures, and for frames that are not uint8
+        ``(num_envs, H, W, 3)`` (``remote_type`` ``"TaskOutputError"``).
         """
         if self.render_mode is None:
             return None
-        per_worker = self.call_workers(None, "render")
-        return tuple(frame for frames in per_worker for frame in frames)
+        replies = self._shards.run(Command.RENDER, dict.fromkeys(self._shards.all, ()), "render")
+        for index, buffer in enumerate(replies):
+            if buffer is not None:  # a new buffer (first render, new size, restarted worker); None: the same one
+                self._frame_buffers[index] = buffer
+        return tuple(np.array(frame) for index in self._shards.all for frame in self._frame_buffers[index].numpy())
 
     def close_extras(self, timeout: float | None = None, **kwargs: Any) -> None:
         """``close(timeout=None)``: ask the workers to stop and give them ``timeout`` s (default 5), then terminate

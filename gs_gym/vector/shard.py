@@ -100,6 +100,16 @@ def check_output(
     raise TaskOutputError(f"task {task!r} {hook}: expected a {expected}, got {got}")
 
 
+def check_frames(task: str, frames: Any, num_envs: int) -> torch.Tensor:
+    """``frames`` (what a task's ``render`` returned) as a host tensor, or ``TaskOutputError`` unless it is a uint8
+    array of shape ``(num_envs, H, W, 3)``."""
+    is_array = isinstance(frames, np.ndarray)
+    if is_array and frames.dtype == np.uint8 and frames.ndim == 4 and frames.shape[::3] == (num_envs, 3):
+        return torch.from_numpy(np.ascontiguousarray(frames))
+    got = f"{frames.dtype} array of shape {frames.shape}" if is_array else type(frames).__name__
+    raise TaskOutputError(f"task {task!r} render: expected a uint8 array of shape ({num_envs}, H, W, 3), got {got}")
+
+
 class EnvShard:
     """A built task plus its buffers, the episode bookkeeping and the autoreset mode."""
 
@@ -135,6 +145,8 @@ class EnvShard:
         """Whether the last values checked were all finite (``check_actions``, ``check_observations``)."""
         self._all = torch.ones(spec.num_envs, dtype=torch.bool, device=self.device)
         self._obs_shape = (spec.num_envs, *obs_space.shape)
+        self._frames: torch.Tensor | None = None
+        """The shared frame buffer the parent holds (``render`` in a worker); None before the first render."""
 
     def handshake(self) -> Handshake:
         return Handshake.export(self.buffers, self.events, self.device)
@@ -239,6 +251,23 @@ class EnvShard:
         """Overwrite ``context.episode_steps`` with ``steps`` (int64, one per env of this shard, checked by the
         parent): the next step counts from there, so an env set to ``max_episode_steps - 1`` is truncated by it."""
         self.context.episode_steps.copy_(torch.as_tensor(steps, dtype=torch.int64))
+
+    def render(self) -> torch.Tensor | None:
+        """The task's frames as a uint8 ``(num_envs, H, W, 3)`` host tensor (checked), for ``Command.RENDER``.
+
+        In a worker (``share_buffers``) the frames go into a frame buffer in shared memory: the first render, and
+        one whose frames changed size, returns that buffer, which crosses the pipe once as a file descriptor; later
+        renders overwrite it and return None ("in the buffer you have"), so the pipe carries no pixels. In process
+        the frames themselves come back.
+        """
+        frames = check_frames(self.task.name, self.task.render(), self.spec.num_envs)
+        if not self.spec.share_buffers:
+            return frames
+        if self._frames is not None and self._frames.shape == frames.shape:
+            self._frames.copy_(frames)
+            return None
+        self._frames = frames.clone().share_memory_()
+        return self._frames
 
     def close(self) -> None:
         self.task.close()

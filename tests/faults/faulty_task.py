@@ -31,12 +31,25 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from gs_gym.tasks.base import TaskConfig, TaskContext
 from gs_gym.tasks.cartpole import CartPole, CartPoleConfig
 
-FAULTS = ("none", "build", "raise", "sleep", "exit", "segfault", "nan", "obs-shape", "reward-dtype", "slow-close")
+FAULTS = (
+    "none",
+    "build",
+    "raise",
+    "sleep",
+    "exit",
+    "segfault",
+    "nan",
+    "obs-shape",
+    "reward-dtype",
+    "slow-close",
+    "frames-shape",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +125,12 @@ class FaultyCartPole(CartPole):
     def compute_rewards(self) -> torch.Tensor:
         rewards = super().compute_rewards()
         return rewards.double() if self._faulting("reward-dtype") else rewards
+
+    def render(self) -> np.ndarray | None:
+        """``fault="frames-shape"``: grey frames without their colour axis, drawn without a camera."""
+        if self.faulty and self.config.fault == "frames-shape":
+            return np.full((self.num_envs, 240, 320), 128, dtype=np.uint8)
+        return super().render()
 
     def _faulting(self, fault: str) -> bool:
         return self.faulty and self.config.fault == fault and self.steps == self.config.fault_step

@@ -57,6 +57,22 @@ def test_task_outputs_of_the_wrong_shape_or_dtype_are_named(fault, expected):
         env.close()
 
 
+def test_frames_of_the_wrong_shape_are_named_and_the_env_goes_on():
+    env = make_env(2, num_workers=1, render_mode="rgb_array", task_kwargs={"fault": "frames-shape"})
+    try:
+        env.reset(seed=0)
+        with pytest.raises(WorkerError) as caught:
+            env.render()
+        assert str(caught.value) == (
+            "worker 0 (cpu): TaskOutputError: task 'faulty-cartpole' render: expected a uint8 array of shape "
+            "(2, H, W, 3), got uint8 array of shape (2, 240, 320) (during render)"
+        )
+        assert caught.value.remote_type == "TaskOutputError"
+        steps(env, 2)  # a render changes no env: the env is still usable
+    finally:
+        env.close()
+
+
 def steps(env, count: int) -> None:
     for _ in range(count):
         env.step(torch.zeros(env.num_envs, 1))

@@ -84,14 +84,26 @@ def test_rgb_array_gives_one_frame_per_env_following_the_subject(rendering_env, 
         assert change > MIN_MEAN_CHANGE, f"{task}: env {i}'s frame hardly changed ({change:.3f}) in {STEPS} steps"
 
 
-def test_a_worker_renders_frames_of_the_same_shape(rendering_env):
-    in_process = rendering_env("cartpole", 0)
+def test_a_worker_sends_its_frames_through_a_shared_buffer(rendering_env):
+    """``render()`` reads the worker's shared frame buffer; ``call_workers(None, "render")`` calls the task's
+    ``render`` and pickles its frames through the pipe: the same frames, so the buffer carries them exactly."""
+    in_process, worker = rendering_env("cartpole", 0), rendering_env("cartpole", 1)
     in_process.reset(seed=0)
-    worker = rendering_env("cartpole", 1)
     worker.reset(seed=0)
-    expected = [frame.shape for frame in check_frames(in_process.render())]
-    assert [frame.shape for frame in check_frames(worker.render())] == expected
-    assert [frame.shape for frame in worker.call("render")] == expected
+    expected_shapes = [frame.shape for frame in check_frames(in_process.render())]
+    seen = []
+    for _ in range(2):  # the second render overwrites the buffer the first one sent
+        frames = check_frames(worker.render())
+        (piped,) = worker.call_workers(None, "render")
+        assert [frame.shape for frame in frames] == expected_shapes
+        np.testing.assert_array_equal(np.stack(frames), piped)
+        seen.append((frames, piped))
+        for _ in range(STEPS):
+            worker.step(torch.full((NUM_ENVS, 1), 0.5))
+    (first, first_piped), (second, _) = seen
+    np.testing.assert_array_equal(np.stack(first), first_piped)  # the first frames are the caller's own copies
+    assert not np.array_equal(np.stack(first), np.stack(second))
+    assert [frame.shape for frame in worker.call("render")] == expected_shapes
 
 
 def test_without_render_mode_there_is_no_camera(shared_env):
