@@ -51,8 +51,10 @@ timing:
 
 Prints a table and the ratios b/a, c/b, b'/d, and writes JSON to ``--out`` after every path (a run cut short keeps
 what it measured): ``{"machine": ..., "settings": ..., "tasks": {task: {n_envs: {"paths": {name: {...}},
-"ratios": {"in_process_vs_reference": b/a, "default_vs_in_process": c/b, "no_ends_vs_raw": b'/d}}}}}``. A path that
-fails is recorded with its error and the run goes on.
+"ratios": {"in_process_vs_reference": b/a, "default_vs_in_process": c/b, "no_ends_vs_raw": b'/d},
+"paired_ratios": {the same keys}}}}}``: ``ratios`` divides the paths' median speeds, ``paired_ratios`` takes the
+median over rounds of the two paths' ratio within each round (robust to the host's drift between rounds). A path
+that fails is recorded with its error and the run goes on.
 """
 
 from __future__ import annotations
@@ -135,9 +137,11 @@ RATIOS = {
 def synchronize(device: torch.device) -> None:
     """Wait for everything queued on the device: torch's work and quadrants' (Genesis's kernels)."""
     if device.type == "cuda":
-        import quadrants
+        genesis = sys.modules.get("genesis")
+        if genesis is not None and getattr(genesis, "_initialized", False):  # not in a parent of workers only
+            import quadrants
 
-        quadrants.sync()
+            quadrants.sync()
         torch.cuda.synchronize(device)
 
 
@@ -611,6 +615,8 @@ def machine_description(backend: str) -> dict[str, Any]:
 
 
 def ratios(paths: dict[str, dict[str, Any]]) -> dict[str, float | None]:
+    """Each ratio of ``RATIOS`` from the paths' median env-steps/s (None where a path is missing)."""
+
     def speed(name: str) -> float | None:
         return paths.get(name, {}).get("env_steps_per_s")
 
@@ -618,6 +624,20 @@ def ratios(paths: dict[str, dict[str, Any]]) -> dict[str, float | None]:
     for key, (numerator, denominator) in RATIOS.items():
         top, bottom = speed(numerator), speed(denominator)
         result[key] = top / bottom if top is not None and bottom else None
+    return result
+
+
+def paired_ratios(paths: dict[str, dict[str, Any]]) -> dict[str, float | None]:
+    """Each ratio of ``RATIOS`` as the median over rounds of the two paths' speed ratio within the round.
+
+    The lent machine's host speed swings by 10-30% from one minute to the next, which moves the two medians of
+    ``ratios`` apart at random; within one round both paths ran seconds apart, so the per-round ratio cancels most
+    of the swing (a paired comparison)."""
+    result = {}
+    for key, (numerator, denominator) in RATIOS.items():
+        top, bottom = (paths.get(name, {}).get("repeats_us") for name in (numerator, denominator))
+        pairs = [b / t for t, b in zip(top, bottom, strict=False) if t and b] if top and bottom else []
+        result[key] = statistics.median(pairs) if pairs else None
     return result
 
 
@@ -654,6 +674,10 @@ def format_table(task: str, n_envs: int, entry: dict[str, Any]) -> str:
             lines.append(f"hooks of {name}, host us/step: {hooks} (total {row['hooks_total_host_us_per_step']:.0f})")
     names = {"in_process_vs_reference": "b/a", "default_vs_in_process": "c/b", "no_ends_vs_raw": "b'/d"}
     lines.append("ratios: " + ", ".join(f"{names[k]} = {cell(v, '.3f')}" for k, v in entry["ratios"].items()))
+    paired = entry.get("paired_ratios", {})
+    lines.append(
+        "paired (median of per-round ratios): " + ", ".join(f"{names[k]} = {cell(v, '.3f')}" for k, v in paired.items())
+    )
     return "\n".join(lines)
 
 
@@ -721,7 +745,9 @@ def main() -> None:
     if unknown:
         parser.error(f"--paths: unknown {unknown}; expected some of {list(PATH_LABELS)}")
 
-    init_genesis(args.backend)
+    every_path = wanted or [path for task in args.tasks for path in TASK_PATHS[task]]
+    if any(VECTOR_ENV_OPTIONS.get(path, {}).get("num_workers", 0) == 0 for path in every_path):
+        init_genesis(args.backend)  # else the parent stays free of Genesis, as a real user's parent of workers is
     result: dict[str, Any] = {"tasks": {}}
     if args.merge and os.path.exists(args.out):
         with open(args.out) as handle:
@@ -764,6 +790,7 @@ def main() -> None:
                 entry["scene_options_differ"] = differences
                 print("  scene options of a and d:", differences or "identical")
             entry["ratios"] = ratios(entry["paths"])
+            entry["paired_ratios"] = paired_ratios(entry["paths"])
             write()
             print(format_table(task, n_envs, entry), flush=True)
     print(f"\nwrote {args.out} ({time.perf_counter() - started:.0f} s)")

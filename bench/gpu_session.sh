@@ -86,17 +86,24 @@ warm-v2)
     wait
     tail -n 3 "$out"/warm-*.log
     ;;
-warm-worker-gap)
-    python3 bench/cuda_contexts.py 2>&1 | quiet | tail -3 | tee "$out/cuda-contexts.txt"
-    gap="python3 bench/go2_vs_reference.py --tasks go2-walk --hook-timers --repeats 5 --steps 200"
-    $gap --paths b c c-nospin --out "$out/go2-hooks-h200.json" 2>&1 | quiet | tail -12
-    $gap --paths c --out "$out/go2-hooks-c-alone-h200.json" 2>&1 | quiet | tail -6  # no Genesis runtime in the parent
+worker-gap)
+    # priority order: each step writes its JSON to $out as it finishes, so a call cut short keeps what ran
+    lscpu | grep -E "^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA)" | tee "$out/lscpu.txt"
+    gap="timeout 150 python3 bench/go2_vs_reference.py --tasks go2-walk --hook-timers --repeats 5 --steps 200"
+    $gap --paths b c --out "$out/go2-hooks-h200.json" 2>&1 | quiet | tail -16
+    $gap --paths c --out "$out/go2-hooks-c-alone-h200.json" 2>&1 | quiet | tail -8  # no Genesis in the parent
+    if [ -f .xfer/c/torch-first.patch ]; then  # the worker starts torch's CUDA context before quadrants
+        patch -p1 < .xfer/c/torch-first.patch
+        $gap --paths c --out "$out/go2-hooks-c-alone-torch-first-h200.json" 2>&1 | quiet | tail -8
+        patch -R -p1 < .xfer/c/torch-first.patch
+    fi
+    timeout 120 python3 bench/cuda_contexts.py 2>&1 | quiet | tail -3 | tee "$out/cuda-contexts.txt"
     if mps_start; then
-        $gap --paths b c --out "$out/go2-hooks-mps-h200.json" 2>&1 | quiet | tail -10
+        $gap --paths b c --out "$out/go2-hooks-mps-h200.json" 2>&1 | quiet | tail -16
         mps_stop
     fi
     ;;
-go2)
+warm-go2)
     if [ -f .xfer/c/qcache-h200.tgz ]; then mkdir -p ~/.cache && tar xzf .xfer/c/qcache-h200.tgz -C ~/.cache; fi
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
     python3 bench/performance_mode.py --cache cold --build-only --task go2-walk --n-envs 4096 --performance-mode 0 \
