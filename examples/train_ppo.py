@@ -7,13 +7,15 @@ added to its reward. ``--lr-schedule adaptive`` is rsl_rl's: before every miniba
 the KL to the rollout policy is above ``2 * desired_kl`` and multiplied by 1.5 below ``desired_kl / 2`` (within
 [1e-5, 1e-2]). ``--task go2-walk`` applies ``PRESETS["go2-walk"]``; flags given still win.
 
-It measures a random policy first and evaluates the action mean last. Outputs in ``--out-dir``: ``metrics.json``
-(``null`` where no episode finished), ``checkpoint.pt`` (``Agent`` state, observation statistics, settings) and, with
-matplotlib, ``learning_curve.png``.
+Outputs in ``--out-dir``: ``metrics.json`` (``null`` where no episode finished), ``checkpoint.pt`` (``Agent`` state,
+observation statistics, settings), with matplotlib ``learning_curve.png``, and with ``--capture-video`` ``video.mp4``:
+the action mean on a small env of its own that renders (``gs_gym.video``, as ``examples/play.py --video`` does).
+``examples/play.py`` evaluates a checkpoint (deterministic episode returns, a random-action baseline, videos).
 
     python examples/train_ppo.py                  # go2-walk on a GPU, else cartpole (64 envs) on the CPU
-    python examples/train_ppo.py --task go2-walk --max-train-time 300 --log-every 10
+    python examples/train_ppo.py --task go2-walk --max-train-time 300 --log-every 10 --capture-video
     python examples/train_ppo.py --task cartpole --num-envs 32 --task-kwargs '{"max_episode_steps": 200}'
+    python examples/play.py runs/cartpole-1/checkpoint.pt
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from torch import nn
 from torch.distributions import Normal, kl_divergence
 
 from gs_gym import GenesisVectorEnv
+from gs_gym.video import record
 from gs_gym.wrappers import TorchNormalizeObservation, TorchRecordEpisodeStatistics, TorchRunningMeanStd
 
 PRESETS = {
@@ -49,9 +52,7 @@ PRESETS = {
         "max_grad_norm": 1.0,
         "norm_obs": False,
         "norm_reward": False,
-        "random_steps": 100,
         "return_window": 1000,
-        "eval_steps": 250,  # 5 s at 50 Hz
         "task_kwargs": {"lin_vel_x_range": (0.5, 0.5), "lin_vel_y_range": (0.0, 0.0), "ang_vel_yaw_range": (0.0, 0.0)},
     },
 }
@@ -78,8 +79,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--max-train-time", type=float, default=None, help="seconds: start no iteration after this")
     p.add_argument("--out-dir", default=None, help="default: runs/<task>-<seed>")
     p.add_argument("--torch-threads", type=int, default=1, help="threads of this process (env workers need cores)")
-    p.add_argument("--random-steps", type=int, default=300, help="steps per env of the random-policy baseline")
-    p.add_argument("--eval-steps", type=int, default=200, help="steps per env of the final evaluation (0: none)")
+    p.add_argument("--capture-video", action="store_true", help="at the end, write video.mp4 of the action mean")
+    p.add_argument("--video-envs", type=int, default=1, help="envs shown in the video (tiled)")
+    p.add_argument("--video-steps", type=int, default=250, help="steps of the video (50 per second)")
     p.add_argument("--return-window", type=int, default=100, help="last episodes averaged for the mean return")
     p.add_argument("--log-every", type=float, default=5.0, help="seconds between progress lines")
     p.add_argument("--num-steps", type=int, default=32, help="rollout length per env and iteration")
@@ -109,10 +111,10 @@ def parse_args() -> argparse.Namespace:
         p.error(f"--task-kwargs must be a JSON object, got {args.task_kwargs!r}")
     args.preset, args.task_kwargs = args.task if preset else None, {**preset.get("task_kwargs", {}), **args.task_kwargs}
     args.out_dir = args.out_dir or f"runs/{args.task}-{args.seed}"
-    at_least = dict.fromkeys(("num_envs", "num_steps", "num_minibatches", "update_epochs", "total_timesteps"), 1)
-    for name, least in {**at_least, "return_window": 1, "random_steps": 0, "eval_steps": 0}.items():
-        if getattr(args, name) < least:
-            p.error(f"--{name.replace('_', '-')} must be >= {least}, got {getattr(args, name)}")
+    at_least_1 = ("num_envs", "num_steps", "num_minibatches", "update_epochs", "total_timesteps", "return_window")
+    for name in (*at_least_1, "video_envs", "video_steps"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     for name, value in (("hidden_sizes", min(args.hidden_sizes)), ("desired_kl", args.desired_kl)):
         if not value > 0:
             p.error(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
@@ -138,12 +140,7 @@ def mlp(in_dim: int, hidden_sizes: list[int], out_dim: int, activation: str, out
 
 
 class Agent(nn.Module):
-    """MLP critic and Gaussian actor with a learned, state-independent log-std. A checkpoint acts as::
-
-    ckpt = torch.load("checkpoint.pt"); agent = Agent(ckpt["obs_dim"], ckpt["act_dim"], **ckpt["network"])
-    agent.load_state_dict(ckpt["agent"]); rms = ckpt["obs_rms"]  # None without --norm-obs
-    action = agent.actor_mean(((obs - rms["mean"]) / (rms["var"] + 1e-8).sqrt()).clamp(-10, 10).float())
-    """
+    """MLP critic and Gaussian actor with a learned, state-independent log-std (``examples/play.py`` loads one)."""
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: list[int], activation: str, init_log_std=0.0):
         super().__init__()
@@ -170,30 +167,6 @@ def task_metrics(env: GenesisVectorEnv) -> dict[str, float]:
     }
 
 
-def run_policy(envs, act, steps: int, seed: int, metrics_env: GenesisVectorEnv | None = None) -> dict:
-    """Step ``act(obs)`` ``steps`` times from ``envs.reset(seed=seed)`` (``envs`` records episode statistics): the
-    episodes that ended, the terminations, the reward per env step and the task metrics over the last half."""
-    obs, first, last_half = envs.reset(seed=seed)[0], steps // 2, {}
-    total = torch.zeros(4, dtype=torch.float64, device=obs.device)
-    for step in range(steps):
-        with torch.no_grad():
-            obs, reward, terminated, _, info = envs.step(act(obs))
-        sums = (info["_episode"].sum(), info["episode"]["r"].sum(), terminated.sum(), reward.mean())
-        total += torch.stack([x.to(torch.float64) for x in sums])
-        if metrics_env is not None and step >= first:
-            for key, value in task_metrics(metrics_env).items():
-                last_half[key] = last_half.get(key, 0.0) + value / (steps - first)
-    episodes, return_sum, terminated, reward_sum = total.tolist()
-    return {
-        "steps": steps,
-        "episodes": int(episodes),
-        "mean_return": return_sum / episodes if episodes else None,
-        "terminated": int(terminated),
-        "mean_reward_per_step": reward_sum / max(steps, 1),
-        "task_metrics_last_half": last_half,
-    }
-
-
 def fmt(value: float | None, spec: str = ".2f") -> str:
     return "n/a (no episode finished)" if value is None else format(value, spec)
 
@@ -210,16 +183,15 @@ if __name__ == "__main__":
 
     # -- env: episode statistics of the raw rewards, then observation normalization ----------------------------------
     start = time.perf_counter()
+    same = {"backend": args.backend, "seed": args.seed, "task_kwargs": args.task_kwargs}  # also the video env's
     base = GenesisVectorEnv(
         args.num_envs,
         args.task,
-        backend=args.backend,
         num_workers=args.num_workers,
-        seed=args.seed,
         autoreset_mode=AutoresetMode.SAME_STEP,
-        task_kwargs=args.task_kwargs,
         performance_mode=args.performance_mode,
         verbose=True,  # start-up progress on stderr, also into a log (a first build compiles for minutes)
+        **same,
     )
     episodes = envs = TorchRecordEpisodeStatistics(base, buffer_length=args.return_window)
     if args.norm_obs:
@@ -232,17 +204,6 @@ if __name__ == "__main__":
     sync = torch.cuda.synchronize if device.type == "cuda" else lambda: None  # for the phase timings
     build_time = time.perf_counter() - start
     print(f"env: {args.task} x{num_envs} on {args.backend} ({args.num_workers} worker(s)), built in {build_time:.1f}s")
-
-    # -- random-policy baseline, on statistics of its own ----------------------------------------------------------
-    generator = torch.Generator(device=device).manual_seed(args.seed)
-    random_policy = run_policy(
-        TorchRecordEpisodeStatistics(base),
-        lambda obs: low + (high - low) * torch.rand((num_envs, act_dim), generator=generator, device=device),
-        args.random_steps,
-        args.seed,
-    )
-    random_return, random_time = random_policy["mean_return"], time.perf_counter() - start - build_time
-    print(f"random policy: mean return {fmt(random_return)} over {random_policy['episodes']} episodes")
 
     # -- agent and rollout storage ----------------------------------------------------------------------------------
     agent = Agent(obs_dim, act_dim, args.hidden_sizes, args.activation, args.init_log_std).to(device)
@@ -371,54 +332,40 @@ if __name__ == "__main__":
     obs_rms = envs.obs_rms.state_dict() if args.norm_obs else None
     checkpoint = {"agent": agent.state_dict(), "obs_rms": obs_rms, "obs_dim": obs_dim, "act_dim": act_dim}
     torch.save({**checkpoint, "network": network, "args": settings}, out_dir / "checkpoint.pt")
-
-    # -- evaluation: the action mean from a fresh reset, observation statistics frozen -------------------------------
-    eval_start, evaluation, parts = time.perf_counter(), None, []
-    if args.eval_steps > 0:
-        if args.norm_obs:
-            envs.update_running_mean = False
-        act = lambda obs: agent.actor_mean(obs.clamp(-obs_clip, obs_clip)).clamp(low, high)  # noqa: E731
-        evaluation = run_policy(envs, act, args.eval_steps, args.seed, base if has_metrics else None)
-        print(
-            f"evaluation ({args.eval_steps} steps x {num_envs} envs, deterministic): reward/step "
-            f"{evaluation['mean_reward_per_step']:.4f}, {evaluation['episodes']} episodes ended "
-            f"({evaluation['terminated']} terminated), mean return {fmt(evaluation['mean_return'])}"
-        )
-        metrics = dict(evaluation["task_metrics_last_half"])
-        command = metrics.pop("command_forward_vel", None)
-        for key, value in metrics.items():
-            parts.append(
-                f"{key} {value:.3f}" + (f" (command {command:.2f})" if key == "forward_vel" and command else "")
-            )
-        parts.append(
-            f"{evaluation['terminated']} terminations in the {args.eval_steps}-step deterministic evaluation x "
-            f"{num_envs} envs (metrics: mean over its last {args.eval_steps - args.eval_steps // 2} steps)"
-        )
-    eval_time = time.perf_counter() - eval_start
     envs.close()
 
-    # -- outputs: summary line, learning curve, metrics.json ----------------------------------------------------------
-    parts.append(f"training return {fmt(final_return)} (random policy {fmt(random_return)})")
-    summary = f"{args.task}: " + ", ".join(parts)
-    try:
-        import matplotlib
+    # -- video: the action mean on a small env of its own that renders (the training env has no camera) --------------
+    video_start, video_result = time.perf_counter(), None
+    if args.capture_video:
+        workers = min(args.num_workers, 1)
+        video_env = GenesisVectorEnv(args.video_envs, args.task, num_workers=workers, render_mode="rgb_array", **same)
+        normalize = envs.normalize if args.norm_obs else lambda obs: obs
+        act = lambda obs: agent.actor_mean(normalize(obs).clamp(-obs_clip, obs_clip)).clamp(low, high)  # noqa: E731
+        video = record(video_env, act, out_dir / "video.mp4", args.video_steps, envs=args.video_envs, seed=args.seed)
+        video_env.close()
+        video_result = {"path": str(video.path), "frames": video.frames, "returns": video.returns}
+        ended = "; ".join(f"env {i}: " + ", ".join(f"{r:.2f}" for r in rs) for i, rs in enumerate(video.returns) if rs)
+        print(f"video: {video.path} ({video.frames} frames); returns of the episodes that ended: {ended or 'none'}")
+    video_time = time.perf_counter() - video_start
 
-        matplotlib.use("Agg")
+    # -- outputs: summary line, learning curve, metrics.json ----------------------------------------------------------
+    window = f" (mean of the last {final_returns.numel()} episodes)" if final_returns.numel() else ""
+    summary = f"{args.task}: training return {fmt(final_return)}{window}"
+    summary += "".join(f", {key} {value:.3f}" for key, value in history[-1].get("task_metrics", {}).items())
+    try:
         import matplotlib.pyplot as plt
 
+        plt.switch_backend("agg")
         fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
         points = [(h["global_step"], h["mean_return"]) for h in history if h["mean_return"] is not None]
-        ax.plot([x for x, _ in points], [y for _, y in points], label="PPO (mean of recent episodes)")
-        if random_return is not None:
-            ax.axhline(random_return, color="gray", linestyle="--", label=f"random policy ({random_return:.1f})")
-        ax.set(xlabel="env steps", ylabel="episode return", title=f"PPO on {args.task} ({num_envs} envs)")
+        ax.plot([x for x, _ in points], [y for _, y in points])
+        ax.set(xlabel="env steps", ylabel="episode return (recent mean)", title=f"PPO on {args.task} ({num_envs} envs)")
         ax.grid(alpha=0.3)
-        ax.legend(loc="lower right")
         fig.savefig(out_dir / "learning_curve.png", bbox_inches="tight")
     except ImportError:
         print("note: matplotlib is not installed, so no learning_curve.png (pip install matplotlib)")
     wall_time = time.perf_counter() - start
-    times = {"build": build_time, "random_policy": random_time, "train": train_time, "eval": eval_time}
+    times = {"build": build_time, "train": train_time, "video": video_time}
     result = {
         "complete": True,
         "args": settings,
@@ -427,14 +374,14 @@ if __name__ == "__main__":
         "planned_iterations": num_iterations,
         "global_step": global_step,
         "episodes": episodes.episode_count,
-        "random_policy": random_policy,
         "final_return": final_return,
         "final_episodes": final_returns.numel(),
         "final_lr": lr,
         "times": {**times, "rollout": rollout_time, "update": update_time, "wall": wall_time},
-        "eval": evaluation,
+        "video": video_result,
         "history": history,
     }
     (out_dir / "metrics.json").write_text(json.dumps(result, indent=1, allow_nan=False))
     print(f"wall time {wall_time:.1f}s ({', '.join(f'{k} {v:.1f}s' for k, v in times.items())}); outputs in {out_dir}")
+    print(f"play the policy: python examples/play.py {out_dir / 'checkpoint.pt'}")
     print(summary)

@@ -113,10 +113,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     backend = args.backend or _default_backend()
     start = time.perf_counter()
-    env = GenesisVectorEnv(args.num_envs, args.task, backend=backend, num_workers=args.num_workers, seed=args.seed)
+    render_mode = "rgb_array" if args.video else None
+    env = GenesisVectorEnv(
+        args.num_envs, args.task, backend=backend, num_workers=args.num_workers, seed=args.seed, render_mode=render_mode
+    )
+    video = None
     try:
         built = time.perf_counter() - start
         env.reset(seed=args.seed)
+        if args.video:
+            from gs_gym.video import EpisodeVideo
+
+            video = EpisodeVideo(args.video)
+            video.add(env.render() or ())  # a tuple of frames with a render mode
         action_space = env.single_action_space
         assert isinstance(action_space, spaces.Box)  # every task's action space is a Box (Task.spaces)
         shape = (args.num_envs, *action_space.shape)
@@ -126,17 +135,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         for _ in range(args.steps):
             actions = low + (high - low) * torch.rand(shape, device=env.device)
-            _, _, terminated, truncated, _ = env.step(actions)
+            _, rewards, terminated, truncated, _ = env.step(actions)
             episodes += int((terminated | truncated).sum())
+            if video is not None:
+                video.add(env.render() or (), rewards, terminated | truncated)
         elapsed = time.perf_counter() - start
     finally:
+        if video is not None:
+            video.close()
         env.close()
     rate = args.steps * args.num_envs / elapsed
     print(
         f"task {args.task}: {args.num_envs} envs on {env.num_workers or 'no'} worker(s) ({backend} backend), "
         f"built in {built:.1f} s"
     )
-    print(f"{args.steps} steps in {elapsed:.2f} s: {rate:,.0f} env-steps/s, {episodes} episodes ended")
+    rendering = ", rendering every step" if video is not None else ""
+    print(f"{args.steps} steps in {elapsed:.2f} s{rendering}: {rate:,.0f} env-steps/s, {episodes} episodes ended")
+    if video is not None:
+        print(f"video: {video.path} ({video.frames} frames of env 0)")
     return 0
 
 
@@ -165,6 +181,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--num-workers", type=int, default=1)
     demo.add_argument("--steps", type=int, default=500)
     demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument(
+        "--video",
+        default=None,
+        metavar="PATH",
+        help="write an MP4 of env 0, its return in a caption (render() draws every env: use few, e.g. --num-envs 1)",
+    )
     demo.set_defaults(run=cmd_demo)
     return parser
 

@@ -7,7 +7,8 @@
   parameters and the observation normalizer are bit-identical across ranks after the updates;
 * a rank that raises after its first update (``--fail-rank 1``, one env worker per rank) ends the job with that
   rank's error within a bounded time and leaves no process behind;
-* ``ddp_ppo.py``'s command line: its flags are ``train_ppo.py``'s less ``--eval-steps`` plus the distributed ones,
+* ``ddp_ppo.py``'s command line: its flags are ``train_ppo.py``'s less the video ones plus ``--random-steps`` (its
+  random-policy baseline; ``train_ppo.py``'s moved to ``play.py``) and the distributed ones,
   bad flags are named, the go2-walk preset gives train_ppo's settings; and one more two-rank run with the adaptive lr
   schedule, ``--max-train-time``, another network and no observation normalization, which must keep the ranks in
   step and save that network.
@@ -534,9 +535,10 @@ def flags(name: str) -> set[str]:
     return set(re.findall(r"(--[a-z][a-z-]*)", run_script(name, "--help").stdout))
 
 
-def test_ddp_flags_are_train_ppo_flags_less_the_evaluation_plus_the_distributed_ones():
+def test_ddp_flags_are_train_ppo_flags_less_the_video_plus_the_baseline_and_distributed_ones():
     ddp = flags("ddp_ppo.py")
-    assert ddp == flags("train_ppo.py") - {"--eval-steps"} | {"--gpus-per-rank", "--dist-backend", "--fail-rank"}
+    video = {"--capture-video", "--video-envs", "--video-steps"}
+    assert ddp == flags("train_ppo.py") - video | {"--random-steps", "--gpus-per-rank", "--dist-backend", "--fail-rank"}
     mentioned = set()
     for line in (ROOT / "docs" / "distributed.md").read_text().splitlines():
         if "ddp_ppo.py" in line:
@@ -572,7 +574,8 @@ def test_ddp_parser_errors(argv, message):
 
 def test_go2_preset_gives_train_ppo_settings():
     """Both scripts print their effective settings before building the env (here stopped by an unknown task
-    option): the same go2-walk values but for the evaluation and ddp_ppo.py's own options and defaults."""
+    option): the same go2-walk values but for ddp_ppo.py's random-policy baseline (train_ppo.py's is play.py's now),
+    train_ppo.py's video and ddp_ppo.py's own options and defaults."""
     argv = ["--task", "go2-walk", "--backend", "cpu", "--task-kwargs", '{"no_such_option": 1}']
     settings = []
     for name in ("ddp_ppo.py", "train_ppo.py"):
@@ -584,7 +587,10 @@ def test_go2_preset_gives_train_ppo_settings():
     keys = ddp.keys() | train.keys()
     differing = {key: (ddp.get(key), train.get(key)) for key in keys if ddp.get(key) != train.get(key)}
     assert differing == {
-        "eval_steps": (None, 250),
+        "random_steps": (100, None),
+        "capture_video": (None, False),
+        "video_envs": (None, 1),
+        "video_steps": (None, 250),
         "num_workers": (None, 1),  # ddp_ppo.py: one env worker per GPU of the rank
         "out_dir": ("runs/ddp-go2-walk-1", "runs/go2-walk-1"),
         "gpus_per_rank": (1, None),  # its other own options (--dist-backend, --fail-rank) default to None

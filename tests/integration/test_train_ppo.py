@@ -1,9 +1,12 @@
-"""End to end through the command line: ``examples/train_ppo.py`` learns cartpole on the CPU backend.
+"""End to end through the command line: ``examples/train_ppo.py`` learns cartpole on the CPU backend, and
+``examples/play.py`` plays its checkpoint.
 
 One run of about 200k env steps (64 envs, 1 worker, the script's defaults otherwise: observation and reward
-normalization, annealed learning rate, tanh 64-64 MLPs): ~1 minute on 2 CPU cores with a warm kernel cache. A
-random policy keeps the pole up for ~23 steps (return ~23); the trained policy must beat it by a wide margin. The
-outputs are checked as a user reads them: the printed lines, ``metrics.json``, ``checkpoint.pt`` and the plot.
+normalization, annealed learning rate, tanh 64-64 MLPs): ~1 minute on 2 CPU cores with a warm kernel cache. Then
+``play.py`` plays one episode per env (64, in-process) with the policy's action mean and, as the baseline, with
+random actions: a random policy keeps the pole up for ~23 steps (return ~23); the trained policy must beat it by a
+wide margin, in training and deterministically. The outputs are checked as a user reads them: the printed lines,
+``metrics.json``, ``checkpoint.pt``, the plot and play.py's JSON.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "train_ppo.py"
+PLAY = ROOT / "examples" / "play.py"
 NUM_ENVS = 64
 NUM_STEPS = 32
 ITERATIONS = 96
@@ -31,16 +35,16 @@ METRICS_KEYS = {
     "planned_iterations",
     "global_step",
     "episodes",
-    "random_policy",
     "final_return",
     "final_episodes",
     "final_lr",
     "times",
-    "eval",
+    "video",
     "history",
 }
-POLICY_RUN_KEYS = {"steps", "episodes", "mean_return", "terminated", "mean_reward_per_step", "task_metrics_last_half"}
-TIMES_KEYS = {"build", "random_policy", "train", "eval", "rollout", "update", "wall"}
+TIMES_KEYS = {"build", "train", "video", "rollout", "update", "wall"}
+PLAY_KEYS = {"checkpoint", "task", "policy", "num_envs", "seed", "steps", "episodes", "mean_return", "min_return"}
+PLAY_KEYS |= {"max_return", "terminated", "task_metrics_last_half", "video"}
 CARTPOLE_METRICS = ["abs_pole_angle", "abs_cart_position"]
 
 
@@ -66,26 +70,73 @@ def trained(tmp_path_factory):
     out_dir = tmp_path_factory.mktemp("ppo")
     argv = ["--task", "cartpole", "--backend", "cpu", "--num-envs", str(NUM_ENVS), "--num-workers", "1"]
     argv += ["--num-steps", str(NUM_STEPS), "--total-timesteps", str(ITERATIONS * NUM_ENVS * NUM_STEPS)]
-    argv += ["--random-steps", "200", "--return-window", str(RETURN_WINDOW), "--seed", "0", "--out-dir", str(out_dir)]
+    argv += ["--return-window", str(RETURN_WINDOW), "--seed", "0", "--out-dir", str(out_dir)]
     run = subprocess.run([sys.executable, str(EXAMPLE), *argv], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return run, strict_json(out_dir / "metrics.json"), out_dir
 
 
-def test_beats_random_policy_by_wide_margin(trained):
+@pytest.fixture(scope="module")
+def played(trained):
+    """``play.py`` on the checkpoint (its 64 envs, in-process, seed 0): the action mean, then random actions."""
+    _, _, out_dir = trained
+    runs = {}
+    for policy, extra in (("mean", []), ("random", ["--random"])):
+        path = out_dir / f"play-{policy}.json"
+        command = [sys.executable, str(PLAY), str(out_dir / "checkpoint.pt"), "--json", str(path), *extra]
+        run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        runs[policy] = run, strict_json(path)
+    return runs
+
+
+def test_beats_random_policy_by_wide_margin(trained, played):
     _, result, _ = trained
-    random_return, final_return = result["random_policy"]["mean_return"], result["final_return"]
-    # the baseline is measured, not assumed: enough finished random episodes for a stable mean
-    assert result["random_policy"]["episodes"] >= 200 and random_return > 0
+    (_, policy), (_, random) = played["mean"], played["random"]
+    # the baseline is measured, not assumed: every env's first episode, all ended (a random pole falls in ~23 steps)
+    assert (random["policy"], random["num_envs"], len(random["episodes"])) == ("random", NUM_ENVS, NUM_ENVS)
+    assert random["mean_return"] > 0 and random["steps"] < 500
+    assert (policy["policy"], policy["num_envs"], len(policy["episodes"])) == ("mean", NUM_ENVS, NUM_ENVS)
     assert result["final_episodes"] == RETURN_WINDOW
-    assert final_return >= 3 * random_return, (final_return, random_return)
-    assert final_return >= random_return + 50, (final_return, random_return)
+    for achieved in (result["final_return"], policy["mean_return"]):  # in training, then deterministically
+        assert achieved >= 3 * random["mean_return"], (achieved, random["mean_return"])
+        assert achieved >= random["mean_return"] + 50, (achieved, random["mean_return"])
+
+
+def test_play_prints_each_episode_and_a_summary_matching_its_json(trained, played):
+    _, _, out_dir = trained
+    for run, summary in played.values():
+        assert set(summary) == PLAY_KEYS and summary["task"] == "cartpole" and summary["seed"] == 0
+        assert summary["checkpoint"] == str(out_dir / "checkpoint.pt") and summary["video"] is None
+        assert list(summary["task_metrics_last_half"]) == CARTPOLE_METRICS
+        episodes = summary["episodes"]
+        assert sorted(e["env"] for e in episodes) == list(range(NUM_ENVS))  # one episode per env, none twice
+        # every env starts its episode at the reset: the run stops when the longest ends (cartpole truncates at 500)
+        assert summary["steps"] == max(e["length"] for e in episodes) <= 500
+        assert summary["terminated"] == sum(e["ended"] == "terminated" for e in episodes)
+        lines = run.stdout.splitlines()
+        printed = [line for line in lines if line.startswith("episode ")]
+        assert printed == [
+            f"episode {n}: env {e['env']}, return {e['return']:.2f}, {e['length']} steps, {e['ended']}"
+            for n, e in enumerate(episodes, 1)
+        ]
+        returns = [e["return"] for e in episodes]
+        assert summary["mean_return"] == pytest.approx(sum(returns) / NUM_ENVS)
+        assert (summary["min_return"], summary["max_return"]) == (min(returns), max(returns))
+        name = "policy mean (deterministic)" if summary["policy"] == "mean" else "random actions"
+        metrics = summary["task_metrics_last_half"]
+        assert lines[-1] == (
+            f"cartpole, {name}: {NUM_ENVS} of {NUM_ENVS} episodes finished in {summary['steps']} steps: mean return "
+            f"{summary['mean_return']:.2f} (min {min(returns):.2f}, max {max(returns):.2f}), {summary['terminated']} "
+            f"terminated, abs_pole_angle {metrics['abs_pole_angle']:.3f}, "
+            f"abs_cart_position {metrics['abs_cart_position']:.3f}"
+        )
 
 
 def test_metrics_json_structure_and_accounting(trained):
     _, result, out_dir = trained
     assert set(result) == METRICS_KEYS and result["complete"]
-    assert set(result["random_policy"]) == set(result["eval"]) == POLICY_RUN_KEYS and set(result["times"]) == TIMES_KEYS
+    assert set(result["times"]) == TIMES_KEYS and result["video"] is None  # no --capture-video
     assert result["args"]["task"] == "cartpole" and result["args"]["preset"] is None
     assert result["args"]["out_dir"] == str(out_dir) and result["args"]["lr_schedule"] == "anneal"
     assert result["iterations"] == result["planned_iterations"] == ITERATIONS
@@ -97,9 +148,6 @@ def test_metrics_json_structure_and_accounting(trained):
     assert [h["lr"] for h in history[:2]] == [1e-3, 1e-3 * (1 - 1 / ITERATIONS)]  # annealed linearly towards 0
     assert result["final_lr"] == history[-1]["lr"] == pytest.approx(1e-3 / ITERATIONS)
     assert all(value >= 0 for value in result["times"].values())
-    evaluation = result["eval"]
-    assert (evaluation["steps"], list(evaluation["task_metrics_last_half"])) == (200, CARTPOLE_METRICS)
-    assert 0 <= evaluation["terminated"] <= evaluation["episodes"]
 
 
 def test_printed_lines(trained):
@@ -109,15 +157,13 @@ def test_printed_lines(trained):
     assert settings == result["args"]
     assert any(line.startswith(f"env: cartpole x{NUM_ENVS} on cpu (1 worker(s)), built in ") for line in lines)
     assert any(line.startswith("step ") and "| abs_pole_angle " in line for line in lines)
-    assert lines[-2].endswith(f"outputs in {out_dir}")
+    assert lines[-3].endswith(f"outputs in {out_dir}")
+    assert lines[-2] == f"play the policy: python examples/play.py {out_dir / 'checkpoint.pt'}"
     assert lines[-1] == result["summary"]
-    assert result["summary"].startswith("cartpole: abs_pole_angle ")
-    evaluation = (
-        " terminations in the 200-step deterministic evaluation x 64 envs (metrics: mean over its last 100 steps)"
-    )
-    assert evaluation in result["summary"]
-    assert result["summary"].endswith(
-        f"training return {result['final_return']:.2f} (random policy {result['random_policy']['mean_return']:.2f})"
+    metrics = result["history"][-1]["task_metrics"]  # of the last iteration
+    assert result["summary"] == (
+        f"cartpole: training return {result['final_return']:.2f} (mean of the last {RETURN_WINDOW} episodes), "
+        f"abs_pole_angle {metrics['abs_pole_angle']:.3f}, abs_cart_position {metrics['abs_cart_position']:.3f}"
     )
     assert "starting" in run.stderr  # the env's start-up progress (verbose=True)
 

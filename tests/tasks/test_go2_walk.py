@@ -273,11 +273,11 @@ def test_metrics_average_velocities_command_error_and_height(task):
 
 def test_train_ppo_smoke_run_with_the_go2_preset(tmp_path):
     """Two PPO iterations of ``examples/train_ppo.py --task go2-walk`` (its preset), through its command line, on this
-    module's scene (4 envs, same randomization, so the compiled kernels are reused): the plumbing of the preset, task
-    metrics and evaluation."""
+    module's scene (4 envs, same randomization, so the compiled kernels are reused): the plumbing of the preset and of
+    the task metrics (the evaluation is ``examples/play.py``'s, tested on cart-pole)."""
     example = Path(__file__).resolve().parents[2] / "examples" / "train_ppo.py"
     argv = ["--task", "go2-walk", "--backend", "cpu", "--num-envs", str(NUM_ENVS), "--num-workers", "0"]
-    argv += ["--num-steps", "8", "--total-timesteps", str(2 * NUM_ENVS * 8), "--random-steps", "4", "--eval-steps", "6"]
+    argv += ["--num-steps", "8", "--total-timesteps", str(2 * NUM_ENVS * 8)]
     argv += ["--task-kwargs", json.dumps({"randomization": RANDOMIZATION}), "--seed", "0", "--out-dir", str(tmp_path)]
     run = subprocess.run([sys.executable, str(example), *argv], capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -290,10 +290,10 @@ def test_train_ppo_smoke_run_with_the_go2_preset(tmp_path):
     assert [list(h["task_metrics"]) for h in result["history"]] == [names, names]
     assert all(h["task_metrics"]["command_forward_vel"] == pytest.approx(0.5) for h in result["history"])
     assert 1e-5 <= result["final_lr"] <= 1e-2
-    evaluation = result["eval"]
-    assert evaluation["steps"] == 6 and list(evaluation["task_metrics_last_half"]) == names
-    assert evaluation["task_metrics_last_half"]["command_forward_vel"] == pytest.approx(0.5)
-    assert result["summary"].startswith("go2-walk: forward_vel ") and "(command 0.50)" in result["summary"]
+    assert (
+        result["summary"].startswith("go2-walk: training return ")
+        and ", command_forward_vel 0.500" in result["summary"]
+    )
     assert run.stdout.splitlines()[-1] == result["summary"]
     checkpoint = torch.load(tmp_path / "checkpoint.pt", map_location="cpu", weights_only=False)
     assert checkpoint["network"] == {"hidden_sizes": [512, 256, 128], "activation": "elu"}
