@@ -17,6 +17,12 @@
 #   bash bench/gpu_session.sh go2       # then franka, as above
 #   bash bench/gpu_session.sh worker-gap   # after warm-go2: host time per task hook in process and in the worker,
 #                                          # the worker path with no Genesis in the parent, and with CUDA MPS
+# Issue 14, fourth session (go2, cartpole and franka-reach kernels carried in .xfer/c/qcache-h200.tgz):
+#   bash bench/gpu_session.sh final     # the committed table: go2-walk a b c d b', franka-reach b c d b', 11 rounds
+#   bash bench/gpu_session.sh checks    # what the step's one wait (check_observations/actions) costs: b, b-nochecks,
+#                                       # d, b', c-nochecks
+#   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
+#                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 phase=${1:?phase: warm, measure, profile, spin, tests, train, warm-v2, go2, franka or first-step}; shift
@@ -102,6 +108,26 @@ worker-gap)
         $gap --paths b c --out "$out/go2-hooks-mps-h200.json" 2>&1 | quiet | tail -16
         mps_stop
     fi
+    ;;
+final)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
+    python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" --repeats 11 --steps 100 \
+        --out "$out/go2-vs-reference-h200.json" 2>&1 | quiet | tee "$out/go2-vs-reference.log" | tail -14
+    python3 bench/go2_vs_reference.py --tasks franka-reach --paths b c d "b'" --repeats 11 --steps 100 --merge \
+        --out "$out/go2-vs-reference-h200.json" 2>&1 | quiet | tee "$out/franka-vs-raw.log" | tail -12
+    ;;
+checks)
+    python3 bench/go2_vs_reference.py --tasks go2-walk --paths b b-nochecks d "b'" c-nochecks --repeats 9 --steps 100 \
+        --count-steps 2 --profile-steps 2 --out "$out/go2-checks-h200.json" 2>&1 | quiet | tail -14
+    ;;
+video)
+    export PYOPENGL_PLATFORM=egl
+    python3 examples/train_ppo.py --task go2-walk --max-train-time 120 --log-every 10 --out-dir "$out/go2-walk" \
+        --capture-video --video-envs 4 2>&1 | quiet | tee "$out/train.log" | tail -12
+    python3 examples/play.py "$out/go2-walk/checkpoint.pt" --max-steps 250 --json "$out/play-go2.json" 2>&1 | quiet \
+        | tee "$out/play.log" | tail -4
+    python3 examples/play.py "$out/go2-walk/checkpoint.pt" --video "$out/go2-play.mp4" --video-envs 4 --max-steps 300 \
+        2>&1 | quiet | tee "$out/play-video.log" | tail -4
     ;;
 warm-go2)
     if [ -f .xfer/c/qcache-h200.tgz ]; then mkdir -p ~/.cache && tar xzf .xfer/c/qcache-h200.tgz -C ~/.cache; fi
