@@ -13,7 +13,7 @@ rank writes ``rank<r>.json`` (its env seed, first observations and parameter che
     python -m torch.distributed.run --standalone --nproc_per_node=2 examples/ddp_ppo.py --backend cpu --num-envs 8
 
 ``--num-envs`` is per rank, ``--total-timesteps`` counts the env steps of all ranks. The options are train_ppo.py's,
-presets included, less the evaluation (``--eval-steps``), plus the distributed ones. See ``docs/distributed.md``.
+presets included, less the video flags, plus ``--random-steps`` and the distributed ones. See ``docs/distributed.md``.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from gs_gym.distributed import (
 )
 from gs_gym.wrappers import TorchNormalizeObservation, TorchRecordEpisodeStatistics, TorchRunningMeanStd
 
-PRESETS = {  # train_ppo.py's go2-walk preset, less its evaluation
+PRESETS = {  # train_ppo.py's go2-walk preset
     "go2-walk": {
         "num_envs": 4096,
         "num_steps": 24,
