@@ -31,8 +31,9 @@ env-steps/s and us/step are the medians of the repeats; for the worker paths als
 (``GenesisVectorEnv.worker_busy_seconds``: from reading the command to having its reply ready, its end-of-step wait
 for the GPU included), so that us/step minus busy is what waking, the pipe and the parent cost. With
 ``--hook-timers`` the gs_gym paths run the task with each hook's host time recorded (``with_hook_timers``): the
-same hooks in process and in a worker, to tell a slower launch on the host from a slower GPU. Then, outside the
-timing:
+same hooks in process and in a worker, to tell a slower launch on the host from a slower GPU; and after the
+timing, ``--profile-steps`` steps are profiled in the process that runs the task (the worker's for path c): its
+kernels, its host syncs and how long they block the host per step. Then, outside the timing:
 
   Genesis calls per step   the outermost calls into the public methods of Genesis's ``RigidEntity``,
                            ``RigidLink``, ``RigidJoint`` and ``Scene.step`` over ``--count-steps`` steps (the
@@ -161,12 +162,15 @@ class Stepper:
         scene: Any = None,
         busy: Callable[[], float] | None = None,
         hooks: Callable[[], dict[str, float]] | None = None,
+        call: Callable[..., tuple[Any, ...]] | None = None,
     ) -> None:
         self.step, self.device, self.close, self.ends, self.scene = step, device, close, ends, scene
         self.busy = busy
         """Seconds the workers have spent on commands so far (the busiest one's); None in process."""
         self.hooks = hooks
         """Host seconds per task hook so far (the first shard's; ``--hook-timers`` only)."""
+        self.call = call
+        """The vector env's ``call``: a task method run where the task runs (``--hook-timers`` only)."""
 
 
 def build_reference(task: str, n_envs: int, backend: str) -> Stepper:
@@ -210,8 +214,24 @@ def with_hook_timers(task_class: type) -> type:
         task_class.__init__(self, *args, **kwargs)
         self.hook_seconds = {}
 
+    def profiler_start(self: Any) -> None:
+        """Start torch.profiler in the process that runs this task (a worker's, for worker paths)."""
+        from torch.profiler import ProfilerActivity, profile
+
+        cuda = torch.cuda.is_available()
+        self.profiler = profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else []))
+        self.profiler.__enter__()
+
+    def profiler_stop(self: Any, steps: int) -> dict[str, Any]:
+        """Stop it and summarize ``steps`` steps as ``profile_kernels`` does, seen from the task's process."""
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        self.profiler.__exit__(None, None, None)
+        return summarize_profile(self.profiler.events(), steps)
+
     namespace = {name: timed(name) for name in HOOKS}
-    return type(f"HookTimed{task_class.__name__}", (task_class,), {"__init__": init, **namespace})
+    methods = {"__init__": init, "profiler_start": profiler_start, "profiler_stop": profiler_stop}
+    return type(f"HookTimed{task_class.__name__}", (task_class,), {**methods, **namespace})
 
 
 def make_vector_env(task: str, n_envs: int, backend: str, path: str, hook_timers: bool = False) -> Any:
@@ -233,8 +253,15 @@ def build_vector_env(
     env.reset(seed=0)
     busy = (lambda: max(env.worker_busy_seconds)) if env.num_workers else None
     hooks = (lambda: dict(env.get_attr("hook_seconds")[0])) if hook_timers else None
+    call = env.call if hook_timers else None
     return Stepper(
-        env.step, env.main_device, env.close, ends=lambda result: result[2] | result[3], busy=busy, hooks=hooks
+        env.step,
+        env.main_device,
+        env.close,
+        ends=lambda result: result[2] | result[3],
+        busy=busy,
+        hooks=hooks,
+        call=call,
     )
 
 
@@ -408,14 +435,19 @@ def is_torch_kernel(name: str) -> bool:
 
 def profile_kernels(run: Callable[[], None], steps: int) -> dict[str, Any]:
     """CUDA kernel launches (and copies) per step of ``run`` over ``steps`` calls, seen by torch.profiler."""
-    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
         for _ in range(steps):
             run()
         torch.cuda.synchronize()
-    events = profiler.events()
+    return summarize_profile(profiler.events(), steps)
+
+
+def summarize_profile(events: Any, steps: int) -> dict[str, Any]:
+    """Per step: CUDA kernels and copies, host syncs and the host's time blocked in them, GPU busy time."""
+    from torch.autograd import DeviceType
+
     names = [event.name for event in events if event.device_type == DeviceType.CUDA]
     # The host side: launches through CUDA's runtime API (torch) and its driver API (quadrants), where recorded.
     launches = collections.Counter(
@@ -431,8 +463,14 @@ def profile_kernels(run: Callable[[], None], steps: int) -> dict[str, Any]:
         event.name for event in events if event.device_type == DeviceType.CPU and event.name in SYNC_CALLS
     )
     busy_us = sum(event.time_range.elapsed_us() for event in events if event.device_type == DeviceType.CUDA)
+    waited_us = sum(
+        event.time_range.elapsed_us()
+        for event in events
+        if event.device_type == DeviceType.CPU and event.name in SYNC_CALLS
+    )
     return {
         "host_syncs_per_step": sum(syncs.values()) / steps,
+        "host_sync_wait_us_per_step": waited_us / steps,
         "host_sync_calls_per_step": {name: count / steps for name, count in sorted(syncs.items())},
         "gpu_busy_us_per_step": busy_us / steps,
         "copy_kinds_per_step": {name: count / steps for name, count in collections.Counter(copies).most_common()},
@@ -521,6 +559,11 @@ def count_and_profile(n_envs: int, measured: Measured, args: argparse.Namespace)
         row["genesis_calls_note"] = "the worker runs path b's code in its own process: see b"
     else:
         row.update(count_genesis_calls(stepper, actions, args.count_steps))
+    if stepper.call is not None:  # --hook-timers: also profile the process that runs the task (the worker's)
+        stepper.call("profiler_start")
+        for _ in range(args.profile_steps):
+            stepper.step(actions())
+        row["task_process_profile"] = stepper.call("profiler_stop", args.profile_steps)[0]
     if stepper.device.type == "cuda":
         row.update(profile_kernels(lambda: stepper.step(actions()), args.profile_steps))
         if measured.path.startswith("c"):
@@ -669,6 +712,13 @@ def format_table(task: str, n_envs: int, entry: dict[str, Any]) -> str:
             f" | {cell(row.get('episode_ends_per_env_per_1000_steps'), '.1f')} |"
         )
     for name, row in entry["paths"].items():
+        if "task_process_profile" in row:
+            seen = row["task_process_profile"]
+            lines.append(
+                f"task process of {name}: {seen['host_syncs_per_step']:.1f} host syncs/step blocking "
+                f"{seen['host_sync_wait_us_per_step']:.0f} us/step, {seen['cuda_kernels_per_step']:.0f} CUDA "
+                f"kernels/step, GPU busy {seen['gpu_busy_us_per_step']:.0f} us/step"
+            )
         if "hook_host_us_per_step" in row:
             hooks = ", ".join(f"{hook} {us:.0f}" for hook, us in row["hook_host_us_per_step"].items())
             lines.append(f"hooks of {name}, host us/step: {hooks} (total {row['hooks_total_host_us_per_step']:.0f})")

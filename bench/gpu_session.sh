@@ -21,6 +21,8 @@
 #   bash bench/gpu_session.sh final     # the committed table: go2-walk a b c d b', franka-reach b c d b', 11 rounds
 #   bash bench/gpu_session.sh checks    # what the step's one wait (check_observations/actions) costs: b, b-nochecks,
 #                                       # d, b', c-nochecks
+#   bash bench/gpu_session.sh wait-profile  # where the worker's host waits: torch.profiler inside the worker (b, c,
+#                                           # c-nochecks), syncs and the time they block per step
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
 set -uo pipefail
@@ -119,6 +121,11 @@ final)
 checks)
     python3 bench/go2_vs_reference.py --tasks go2-walk --paths b b-nochecks d "b'" c-nochecks --repeats 9 --steps 100 \
         --count-steps 2 --profile-steps 2 --out "$out/go2-checks-h200.json" 2>&1 | quiet | tail -14
+    ;;
+wait-profile)
+    # how long the step's host syncs block the process that runs the task, in process and in the worker
+    python3 bench/go2_vs_reference.py --tasks go2-walk --paths b c c-nochecks --hook-timers --repeats 5 --steps 100 \
+        --profile-steps 20 --out "$out/go2-wait-profile-h200.json" 2>&1 | quiet | tail -16
     ;;
 video)
     export PYOPENGL_PLATFORM=egl
