@@ -47,6 +47,7 @@ from gs_gym.distributed import (
     rank_info,
     vector_env_kwargs,
 )
+from tests.json_files import strict_json
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "ddp_ppo.py"
@@ -471,13 +472,6 @@ def load_checkpoint(path: Path) -> tuple[torch.nn.Module, dict]:
 def params_sha256(agent: torch.nn.Module) -> str:
     """The digest ``ddp_ppo.py`` reports: SHA-256 of the parameters' bytes, in ``parameters()`` order."""
     return hashlib.sha256(b"".join(p.detach().contiguous().numpy().tobytes() for p in agent.parameters())).hexdigest()
-
-
-def strict_json(path: Path):
-    def refuse(constant):
-        raise ValueError(f"{path.name} holds {constant}, which is not JSON")
-
-    return json.loads(path.read_text(), parse_constant=refuse)
 
 
 def test_rank0_logs_and_saves_a_train_ppo_checkpoint(ddp_run):

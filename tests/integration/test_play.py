@@ -27,6 +27,7 @@ import pytest
 import torch
 
 from gs_gym.video import EpisodeVideo, tile
+from tests.json_files import strict_json
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN = ROOT / "examples" / "train_ppo.py"
@@ -49,13 +50,6 @@ def read_mp4(path: Path) -> list[np.ndarray]:
     """Every frame of ``path``, decoded by ffmpeg. (Iterated, not ``list(reader)``: the reader's ``len`` is inf.)"""
     with imageio.get_reader(path, format="FFMPEG") as reader:
         return [frame for frame in reader]
-
-
-def strict_json(path: Path):
-    def refuse(constant):
-        raise ValueError(f"{path.name} holds {constant}, which is not JSON")
-
-    return json.loads(path.read_text(), parse_constant=refuse)
 
 
 def test_episode_video_tiles_captions_and_writes_frames_that_read_back(tmp_path):

@@ -4,7 +4,8 @@ Each block is a script of its own, run by a fresh Python process (``__name__ == 
 processes and Genesis init) in a directory of its own, with CUDA hidden (``CUDA_VISIBLE_DEVICES=""``, so the
 default backend is ``"cpu"`` too) and a time limit. The script starts with as many blank lines as come before the
 block in README.md, so the line numbers of a traceback are README.md's. Two blocks run at a time: a block is mostly
-one busy process importing and building, and on 2 cores the five blocks take about 60 s against 72 s one by one.
+one busy process importing and building, and on 2 cores the five blocks of the time took about 60 s against 72 s one
+by one.
 
 HTML comments right before a block (only blank lines or other such comments between) say how it is run; both kinds
 are visible to whoever edits the block and neither is applied anywhere else:

@@ -9,13 +9,14 @@ makes the robots fall within about 15 steps, so episodes end in the first rollou
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.json_files import strict_json
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "rsl_rl_go2.py"
@@ -71,13 +72,6 @@ needs_rsl_rl = pytest.mark.skipif(
     importlib.util.find_spec("rsl_rl") is None or importlib.util.find_spec("tensorboard") is None,
     reason='rsl_rl or tensorboard is not installed (the rsl-rl extra: pip install "gs-gym[rsl-rl]")',
 )
-
-
-def strict_json(path: Path):
-    def refuse(constant):
-        raise ValueError(f"{path.name} holds {constant}, which is not JSON")
-
-    return json.loads(path.read_text(), parse_constant=refuse)
 
 
 @needs_rsl_rl

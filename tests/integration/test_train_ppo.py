@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.json_files import strict_json
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "train_ppo.py"
 PLAY = ROOT / "examples" / "play.py"
@@ -54,15 +56,6 @@ def load_agent_class():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.Agent
-
-
-def strict_json(path: Path):
-    """``path``'s JSON, refusing NaN and infinities (which Python's json would read)."""
-
-    def refuse(constant):
-        raise ValueError(f"{path.name} holds {constant}, which is not JSON")
-
-    return json.loads(path.read_text(), parse_constant=refuse)
 
 
 @pytest.fixture(scope="module")

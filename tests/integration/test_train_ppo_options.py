@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.json_files import strict_json
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "train_ppo.py"
 DOCS = [ROOT / "README.md", ROOT / "bench" / "gpu_session.sh", ROOT / "bench" / "results" / "README.md"]
@@ -143,10 +145,7 @@ def test_no_finished_episode_prints_no_nan_and_writes_valid_json(no_episode_ends
     summary = run.stdout.splitlines()[-1]
     assert summary.startswith("cartpole: training return n/a (no episode finished), abs_pole_angle ")
 
-    def refuse(constant):
-        raise ValueError(f"metrics.json holds {constant}")
-
-    result = json.loads((out_dir / "metrics.json").read_text(), parse_constant=refuse)
+    result = strict_json(out_dir / "metrics.json")
     assert result["summary"] == summary
     assert (result["final_return"], result["final_episodes"], result["episodes"]) == (None, 0, 0)
     assert [h["mean_return"] for h in result["history"]] == [None, None]
