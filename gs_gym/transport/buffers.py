@@ -37,6 +37,9 @@ class ShardBuffers:
     truncated: torch.Tensor
     final_observations: torch.Tensor
     """Observations before autoreset (SAME_STEP): equal to ``observations`` except for envs that were reset."""
+    all_finite: torch.Tensor
+    """One bool: whether the values the last step checked were all finite (``gs_gym.vector.shard``). The parent reads
+    it after the step's reply: the step's one host wait happens there, not in the worker."""
 
     @classmethod
     def allocate(
@@ -52,6 +55,7 @@ class ShardBuffers:
             terminated=zeros(num_envs, dtype=torch.bool),
             truncated=zeros(num_envs, dtype=torch.bool),
             final_observations=zeros(num_envs, *obs_shape),
+            all_finite=torch.ones(1, dtype=torch.bool, device=device),
         )
 
     def tensors(self) -> dict[str, torch.Tensor]:

@@ -24,6 +24,8 @@ class Command(enum.IntEnum):
     """Overwrite the shard's per-env episode step counters; args: one value per env of the shard."""
     RENDER = 8
     """Render the shard's frames into its shared frame buffer; the reply carries the buffer when it is new."""
+    CHECK_STEP = 9
+    """Name what made the last step's ``all_finite`` flag False (raise, or reply with the envs of bad actions)."""
 
 
 class ErrorKind(enum.IntEnum):

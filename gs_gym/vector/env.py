@@ -13,6 +13,7 @@ from gymnasium.vector.utils import batch_space
 from gs_gym.display import StartupDisplay
 from gs_gym.errors import WorkerCrashedError
 from gs_gym.tasks import Task
+from gs_gym.transport.buffers import OpenedShard
 from gs_gym.transport.interface import ShardPool
 from gs_gym.transport.protocol import Command
 from gs_gym.vector.batch import BatchIO
@@ -182,9 +183,6 @@ class GenesisVectorEnv(VectorEnv):
         restarted = client.restart({**self._send_crashes, **collected.crashed})
         shards = client.shards
         self._life.state = State.READY
-        rejected = [env for outcome in collected.values if outcome is not None for env in outcome.non_finite_actions]
-        if rejected:
-            raise non_finite_actions_error(rejected)
         info: dict[str, Any] = {}
         if self.autoreset_mode == AutoresetMode.SAME_STEP and (
             restarted or any(outcome is not None and outcome.any_done for outcome in collected.values)
@@ -195,8 +193,23 @@ class GenesisVectorEnv(VectorEnv):
             marked = [torch.full_like(s.buffers.truncated, i in restarted) for i, s in enumerate(shards)]
             info["worker_restarted"] = info["_worker_restarted"] = self._io.present(marked)
         read = self._io.read
-        return (read(shards, "observations"), read(shards, "rewards"), read(shards, "terminated"),
-                read(shards, "truncated"), info)  # fmt: skip
+        outputs = (read(shards, "observations"), read(shards, "rewards"), read(shards, "terminated"),
+                   read(shards, "truncated"), info)  # fmt: skip
+        self._check_step(shards)
+        return outputs
+
+    def _check_step(self, shards: Sequence[OpenedShard]) -> None:
+        """Read each shard's ``all_finite`` flag (with the checks on, the step's one host wait, here rather than in
+        the workers so that they reply as soon as the step is queued and the gathers above queue behind it), and
+        when one is False ask that shard what: ``NonFiniteObservationError`` (the env fails) or the envs of
+        non-finite actions, raised as ``ValueError`` with every shard still in step."""
+        if not (self.options.check_actions or self.options.check_observations):
+            return
+        failing = [index for index, shard in enumerate(shards) if not bool(shard.buffers.all_finite)]
+        if failing:
+            rejected = self._shards.check_step(failing)
+            if rejected:
+                raise non_finite_actions_error(rejected)
 
     def step(self, actions: Any):
         """``step_async(actions)`` then ``step_wait()``; see both."""

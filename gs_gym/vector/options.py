@@ -152,10 +152,10 @@ class EnvOptions:
     """Return fresh tensors each step (True) or the env's own output buffers, overwritten by the next call."""
     check_actions: bool
     """NaN/inf actions act as 0 in the step, which then raises ``ValueError`` naming the envs (found with the step's
-    one wait, in the shards: no sync before the step)."""
+    one wait, in ``step_wait``: no sync before the step)."""
     check_observations: bool
-    """Raise ``NonFiniteObservationError`` (naming the envs) when observations or rewards hold NaN or inf (one
-    device sync per step in each shard, which also carries SAME_STEP's "any env done")."""
+    """Raise ``NonFiniteObservationError`` (naming the envs) when observations or rewards hold NaN or inf (one host
+    wait per step, in ``step_wait`` after the workers' replies: the workers themselves never wait for it)."""
     build_timeout: float
     """Seconds allowed for workers to start and build their scenes (first builds compile kernels)."""
     step_timeout: float | None

@@ -5,11 +5,12 @@ process, or in the parent for the in-process reference, and behaves identically 
 results written to its preallocated ``ShardBuffers``, and the autoreset mode is applied here, next to the
 simulation, so that a step costs one round trip whatever the mode.
 
-A step makes no host sync unless a feature asks for one: ``check_actions`` and ``check_observations`` (both on by
-default) wait, at the very end of the step, for one flag that covers both, queued as soon as the outputs exist
-(``gs_gym.vector.flags``); SAME_STEP autoreset waits for "any env done" before it resets. Non-finite actions are
-therefore found after the step: the task is given them with NaN and inf replaced by 0, and the step reports the
-envs, which the parent raises as a ``ValueError`` with every shard still in step.
+A step makes no host sync of its own, except SAME_STEP's wait for "any env done" before it resets.
+``check_actions`` and ``check_observations`` (both on by default) write one device flag covering both into the
+buffers (``ShardBuffers.all_finite``); the env reads it after the step (its one host wait, in the parent, so that a
+worker replies as soon as its step is queued), and only when it is False asks the shard which envs and values
+(``check_step``). Non-finite actions are therefore found after the step: the task is given them with NaN and inf
+replaced by 0, and the env raises a ``ValueError`` naming the envs with every shard still in step.
 
 Resets go to the task as boolean masks, so that the host never looks at which envs are done; under NEXT_STEP the
 previous step's "any env done", copied to the host without a wait, lets a step after which no env finished skip the
@@ -64,10 +65,10 @@ class ShardSpec:
     host_buffers: bool = False
     """Keep the buffers in host memory even when the simulation runs on a GPU (one copy each way per step)."""
     check_actions: bool = True
-    """Give the task NaN and inf actions as 0 and report the envs in ``StepOutcome`` (no host sync of its own: it
-    shares the one of ``check_observations``, or makes it)."""
+    """Give the task NaN and inf actions as 0; ``all_finite`` covers them and ``check_step`` names the envs."""
     check_observations: bool = True
-    """Raise ``NonFiniteObservationError`` when observations or rewards hold NaN or inf (one host sync per step)."""
+    """``all_finite`` covers the step's observations and rewards, and ``check_step`` raises
+    ``NonFiniteObservationError`` for them; a reset raises it at once."""
     genesis_logging_level: str = "warning"
     """``gs.init(logging_level=...)``: what Genesis itself prints (in a worker: through the worker's output)."""
     render_mode: str | None = None
@@ -80,8 +81,6 @@ class StepOutcome:
 
     any_done: bool | None = None
     """Whether some env finished (SAME_STEP only, else None)."""
-    non_finite_actions: tuple[int, ...] = ()
-    """Global indices of the envs whose actions held NaN or inf (``check_actions``); the task got them as 0."""
 
 
 def check_output(
@@ -141,8 +140,6 @@ class EnvShard:
         """NEXT_STEP: the envs that finished in the last step, reset at the start of the next."""
         self._any_done = HostFlag(self.device, initial=True)
         """Whether some env finished in the last step: read at the next step (NEXT_STEP: no env, no reset work)."""
-        self._all_finite = HostFlag(self.device, initial=True)
-        """Whether the last values checked were all finite (``check_actions``, ``check_observations``)."""
         self._all = torch.ones(spec.num_envs, dtype=torch.bool, device=self.device)
         self._obs_shape = (spec.num_envs, *obs_space.shape)
         self._frames: torch.Tensor | None = None
@@ -174,8 +171,8 @@ class EnvShard:
         self._reset(reset_mask)
         self.task.read_state()
         observations = self._checked("observe", self.task.observe(), self._obs_shape, torch.float32)
-        self._start_finite_check(observations, None, None)
-        self._finish_finite_check(observations, None, None)
+        if self.spec.check_observations:
+            self._raise_non_finite(observations, None)  # a host wait: resets are not on the hot path
         buffers = self.buffers
         buffers.observations.copy_(observations)
         buffers.rewards.zero_()
@@ -200,7 +197,6 @@ class EnvShard:
         rows = (self.spec.num_envs,)
         observations = self._checked("observe", task.observe(), self._obs_shape, torch.float32)
         rewards = self._checked("compute_rewards", task.compute_rewards(), rows, torch.float32)
-        self._start_finite_check(observations, rewards, actions)  # read at the end: the hooks below overlap its wait
         terminated = self._checked("compute_terminated", task.compute_terminated(), rows, torch.bool)
         truncated = steps >= self._max_steps
         extra = task.compute_truncated()
@@ -210,14 +206,13 @@ class EnvShard:
             rewards = rewards.masked_fill(pending, 0.0)
             terminated = terminated & ~pending
             truncated = truncated & ~pending
+        self._flag_non_finite(observations, rewards, actions)
         done = terminated | truncated
         if mode != AutoresetMode.DISABLED:
             self._any_done.start(done.any())
         any_done: bool | None = None
-        bad_actions: tuple[int, ...] = ()
         if mode == AutoresetMode.SAME_STEP:
             buffers.final_observations.copy_(observations)
-            bad_actions = self._finish_finite_check(observations, rewards, actions)
             any_done = self._any_done.read()
             if any_done:
                 self._reset(done)
@@ -229,10 +224,22 @@ class EnvShard:
         buffers.rewards.copy_(rewards)
         buffers.terminated.copy_(terminated)
         buffers.truncated.copy_(truncated)
-        if mode != AutoresetMode.SAME_STEP:
-            bad_actions = self._finish_finite_check(observations, rewards, actions)
         self._release_to_parent()
-        return StepOutcome(any_done=any_done, non_finite_actions=bad_actions)
+        return StepOutcome(any_done=any_done)
+
+    def check_step(self) -> tuple[int, ...]:
+        """What made the last step's ``all_finite`` False, from the values it left in the buffers: raise
+        ``NonFiniteObservationError`` naming the hook and the envs (``check_observations``); else the global indices
+        of the envs whose actions held NaN or inf (``check_actions``; the task got them as 0). Empty when every
+        value is finite (a float32 overflow of a sum of finite values also clears the flag)."""
+        buffers, mode = self.buffers, self.spec.autoreset_mode
+        if self.spec.check_observations:
+            checked = buffers.final_observations if mode == AutoresetMode.SAME_STEP else buffers.observations
+            self._raise_non_finite(checked, buffers.rewards)
+        if not self.spec.check_actions:
+            return ()
+        bad = ~torch.isfinite(buffers.actions).reshape(self.spec.num_envs, -1).all(dim=1)
+        return tuple(self.spec.env_offset + i for i in bad.nonzero().flatten().tolist())
 
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Call the task's method ``name``, or return its attribute when it is not callable."""
@@ -283,38 +290,20 @@ class EnvShard:
         self.context.episode_steps.masked_fill_(mask, 0)
         self._needs_reset = self._needs_reset & ~mask
 
-    def _start_finite_check(
-        self, observations: torch.Tensor, rewards: torch.Tensor | None, actions: torch.Tensor | None
-    ) -> None:
-        """Queue the test for NaN and inf of what the checks that are on cover: the sum of each env's values is
-        non-finite when any of them is, so one reduction tells (a float32 overflow of finite values too, which the
-        slow path then clears)."""
+    def _flag_non_finite(self, observations: torch.Tensor, rewards: torch.Tensor, actions: torch.Tensor) -> None:
+        """Write into ``buffers.all_finite`` whether the values the checks that are on cover are all finite, without
+        waiting: the sum of each env's values is non-finite when any of them is, so one reduction tells (a float32
+        overflow of finite values too, which ``check_step`` then clears)."""
         spec, rows = self.spec, self.spec.num_envs
-        total = observations.reshape(rows, -1).sum(dim=1) if spec.check_observations else None
-        if total is not None and rewards is not None:
-            total = total + rewards
-        if spec.check_actions and actions is not None:
+        total = observations.reshape(rows, -1).sum(dim=1) + rewards if spec.check_observations else None
+        if spec.check_actions:
             action_sums = actions.reshape(rows, -1).sum(dim=1)
             total = action_sums if total is None else total + action_sums
         if total is not None:
-            self._all_finite.start(torch.isfinite(total).all())
-
-    def _finish_finite_check(
-        self, observations: torch.Tensor, rewards: torch.Tensor | None, actions: torch.Tensor | None
-    ) -> tuple[int, ...]:
-        """The step's one host wait: raise ``NonFiniteObservationError`` naming the hook and envs; the global indices
-        of the envs whose actions were not finite."""
-        if self._all_finite.read():  # also when no check is on: nothing was started
-            return ()
-        if self.spec.check_observations:
-            self._raise_non_finite(observations, rewards)
-        if not self.spec.check_actions or actions is None:
-            return ()
-        bad = ~torch.isfinite(actions).reshape(self.spec.num_envs, -1).all(dim=1)
-        return tuple(self.spec.env_offset + i for i in bad.nonzero().flatten().tolist())
+            self.buffers.all_finite.copy_(torch.isfinite(total).all())
 
     def _raise_non_finite(self, observations: torch.Tensor, rewards: torch.Tensor | None) -> None:
-        """The slow path of the finite check: name the hook and the envs (nothing when every value is finite)."""
+        """Raise ``NonFiniteObservationError`` naming the hook and the envs (nothing when every value is finite)."""
         bad_obs = ~torch.isfinite(observations).reshape(self.spec.num_envs, -1).all(dim=1)
         if bool(bad_obs.any()):
             raise NonFiniteObservationError(self._non_finite_message("observe", bad_obs))

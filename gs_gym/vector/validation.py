@@ -1,7 +1,7 @@
 """Checks on user input, done in the parent before anything is sent, so a rejected call changes nothing.
 
-Action values are the exception: whether they are finite is known only on their device, so the shards check it
-with the step's one wait (``ShardSpec.check_actions``)."""
+Action values are the exception: whether they are finite is known only on their device, so the shards flag it
+during the step and ``step_wait`` reads the flag with the step's one wait (``ShardSpec.check_actions``)."""
 
 from __future__ import annotations
 
