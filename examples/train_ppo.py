@@ -3,24 +3,21 @@
 ``GenesisVectorEnv`` returns torch tensors on its ``main_device``; ``gs_gym.wrappers`` keep the episode statistics and
 the observation normalization there, and rewards are scaled by the running std of the discounted return in the loop.
 A time limit is not a failure: with ``autoreset_mode=SAME_STEP`` a truncated env gets ``gamma * V(info["final_obs"])``
-added to its reward. ``--lr-schedule adaptive`` is rsl_rl's: before every minibatch step the lr is divided by 1.5 when
-the KL to the rollout policy is above ``2 * desired_kl`` and multiplied by 1.5 below ``desired_kl / 2`` (within
-[1e-5, 1e-2]). ``--task go2-walk`` applies ``PRESETS["go2-walk"]``; flags given still win.
-
-Outputs in ``--out-dir``: ``metrics.json`` (``null`` where no episode finished), ``checkpoint.pt`` (``Agent`` state,
-observation statistics, settings), with matplotlib ``learning_curve.png``, and with ``--capture-video`` ``video.mp4``:
-the action mean on a small env of its own that renders (``gs_gym.video``, as ``examples/play.py --video`` does).
-``examples/play.py`` evaluates a checkpoint (deterministic episode returns, a random-action baseline, videos).
+added to its reward. ``--lr-schedule adaptive`` is rsl_rl's: the lr is divided by 1.5 when the KL to the rollout
+policy is above ``2 * desired_kl`` and multiplied by 1.5 below ``desired_kl / 2``. ``--task go2-walk`` applies
+``PRESETS["go2-walk"]``; flags given still win. Outputs in ``--out-dir``: ``metrics.json`` (``null`` where no episode
+finished), ``checkpoint.pt`` (for ``examples/play.py``), with matplotlib ``learning_curve.png``, and with
+``--capture-video`` ``video.mp4`` of the action mean on a small env of its own that renders.
 
     python examples/train_ppo.py                  # go2-walk on a GPU, else cartpole (64 envs) on the CPU
     python examples/train_ppo.py --task go2-walk --max-train-time 300 --log-every 10 --capture-video
     python examples/train_ppo.py --task cartpole --num-envs 32 --task-kwargs '{"max_episode_steps": 200}'
-    python examples/play.py runs/cartpole-1/checkpoint.pt
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import sys
@@ -36,26 +33,20 @@ from gs_gym import GenesisVectorEnv
 from gs_gym.video import record
 from gs_gym.wrappers import TorchNormalizeObservation, TorchRecordEpisodeStatistics, TorchRunningMeanStd
 
+# Genesis' Go2 locomotion example (go2_train.py, rsl_rl's PPO): 4096 envs x 24 steps x 150 iterations, ELU MLPs,
+# KL-adaptive lr, no observation or reward normalization, a fixed 0.5 m/s forward command. Its other settings
+# (lr 1e-3, 5 epochs x 4 minibatches, clip 0.2, gamma 0.99, lambda 0.95, desired KL 0.01) are the defaults. vf_coef:
+# rsl_rl's value_loss_coef 1.0 weighs (V - R)^2; the loss here is 0.5 * (V - R)^2.
+# fmt: off
 PRESETS = {
-    # Genesis' Go2 locomotion example (go2_train.py, rsl_rl's PPO): 4096 envs x 24 steps x 150 iterations, ELU MLPs,
-    # KL-adaptive lr, no observation or reward normalization, a fixed 0.5 m/s forward command. Its other settings
-    # (lr 1e-3, 5 epochs x 4 minibatches, clip 0.2, gamma 0.99, lambda 0.95, desired KL 0.01) are the defaults.
     "go2-walk": {
-        "num_envs": 4096,
-        "num_steps": 24,
-        "total_timesteps": 150 * 24 * 4096,
-        "hidden_sizes": [512, 256, 128],
-        "activation": "elu",
-        "lr_schedule": "adaptive",
-        "ent_coef": 0.01,
-        "vf_coef": 2.0,  # rsl_rl's value_loss_coef 1.0 weighs (V - R)^2; the loss here is 0.5 * (V - R)^2
-        "max_grad_norm": 1.0,
-        "norm_obs": False,
-        "norm_reward": False,
-        "return_window": 1000,
+        "num_envs": 4096, "num_steps": 24, "total_timesteps": 150 * 24 * 4096, "return_window": 1000,
+        "hidden_sizes": [512, 256, 128], "activation": "elu", "lr_schedule": "adaptive", "ent_coef": 0.01,
+        "vf_coef": 2.0, "max_grad_norm": 1.0, "norm_obs": False, "norm_reward": False,
         "task_kwargs": {"lin_vel_x_range": (0.5, 0.5), "lin_vel_y_range": (0.0, 0.0), "ang_vel_yaw_range": (0.0, 0.0)},
     },
 }
+# fmt: on
 
 
 def boolean(text: str) -> bool:
@@ -111,32 +102,27 @@ def parse_args() -> argparse.Namespace:
         p.error(f"--task-kwargs must be a JSON object, got {args.task_kwargs!r}")
     args.preset, args.task_kwargs = args.task if preset else None, {**preset.get("task_kwargs", {}), **args.task_kwargs}
     args.out_dir = args.out_dir or f"runs/{args.task}-{args.seed}"
-    at_least_1 = ("num_envs", "num_steps", "num_minibatches", "update_epochs", "total_timesteps", "return_window")
-    for name in (*at_least_1, "video_envs", "video_steps"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    for name, value in (("hidden_sizes", min(args.hidden_sizes)), ("desired_kl", args.desired_kl)):
-        if not value > 0:
-            p.error(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
-    if args.max_train_time is not None and not args.max_train_time > 0:
-        p.error(f"--max-train-time must be > 0, got {args.max_train_time}")
+    counts = ("num_envs", "num_steps", "num_minibatches", "update_epochs", "total_timesteps", "return_window")
+    checks = [(name, getattr(args, name) >= 1, ">= 1") for name in (*counts, "video_envs", "video_steps")]
+    checks += [("hidden_sizes", min(args.hidden_sizes) > 0, "> 0"), ("desired_kl", args.desired_kl > 0, "> 0")]
+    checks += [("max_train_time", args.max_train_time is None or args.max_train_time > 0, "> 0")]
+    for name, ok, bound in checks:
+        if not ok:
+            p.error(f"--{name.replace('_', '-')} must be {bound}, got {getattr(args, name)}")
     if args.num_envs * args.num_steps % args.num_minibatches:
         p.error(f"num_envs * num_steps ({args.num_envs * args.num_steps}) must be divisible by --num-minibatches")
     return args
 
 
-def layer_init(layer: nn.Linear, std: float = math.sqrt(2)) -> nn.Linear:
-    nn.init.orthogonal_(layer.weight, std)
-    nn.init.constant_(layer.bias, 0.0)
-    return layer
-
-
 def mlp(in_dim: int, hidden_sizes: list[int], out_dim: int, activation: str, out_std: float) -> nn.Sequential:
-    layers = []
-    for width in hidden_sizes:
-        layers += [layer_init(nn.Linear(in_dim, width)), {"tanh": nn.Tanh, "elu": nn.ELU}[activation]()]
-        in_dim = width
-    return nn.Sequential(*layers, layer_init(nn.Linear(in_dim, out_dim), std=out_std))
+    """Linear layers with orthogonal weights (gain sqrt(2), ``out_std`` for the last) and zero biases, as CleanRL's."""
+    sizes, layers = [in_dim, *hidden_sizes, out_dim], []
+    for index, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
+        layer = nn.Linear(fan_in, fan_out)
+        nn.init.orthogonal_(layer.weight, out_std if index == len(hidden_sizes) else math.sqrt(2))
+        nn.init.zeros_(layer.bias)
+        layers += [layer, {"tanh": nn.Tanh, "elu": nn.ELU}[activation]()]
+    return nn.Sequential(*layers[:-1])  # no activation after the last layer
 
 
 class Agent(nn.Module):
@@ -161,10 +147,8 @@ class Agent(nn.Module):
 
 def task_metrics(env: GenesisVectorEnv) -> dict[str, float]:
     """The task's ``metrics()`` over all envs: each worker's, weighted by its env count ({} if the task has none)."""
-    per_worker, counts = env.call("metrics"), [part.count for part in env.env_ranges]
-    return {
-        key: sum(m[key] * n for m, n in zip(per_worker, counts, strict=True)) / sum(counts) for key in per_worker[0]
-    }
+    weighted = list(zip(env.call("metrics"), [part.count for part in env.env_ranges], strict=True))
+    return {key: sum(metrics[key] * count for metrics, count in weighted) / env.num_envs for key in weighted[0][0]}
 
 
 def fmt(value: float | None, spec: str = ".2f") -> str:
@@ -184,18 +168,11 @@ if __name__ == "__main__":
     # -- env: episode statistics of the raw rewards, then observation normalization ----------------------------------
     start = time.perf_counter()
     same = {"backend": args.backend, "seed": args.seed, "task_kwargs": args.task_kwargs}  # also the video env's
-    base = GenesisVectorEnv(
-        args.num_envs,
-        args.task,
-        num_workers=args.num_workers,
-        autoreset_mode=AutoresetMode.SAME_STEP,
-        performance_mode=args.performance_mode,
-        verbose=True,  # start-up progress on stderr, also into a log (a first build compiles for minutes)
-        **same,
-    )
-    episodes = envs = TorchRecordEpisodeStatistics(base, buffer_length=args.return_window)
-    if args.norm_obs:
-        envs = TorchNormalizeObservation(episodes)
+    # verbose: start-up progress on stderr, also into a log (a first build compiles for minutes)
+    options = {"autoreset_mode": AutoresetMode.SAME_STEP, "performance_mode": args.performance_mode, "verbose": True}
+    base = GenesisVectorEnv(args.num_envs, args.task, num_workers=args.num_workers, **options, **same)
+    episodes = TorchRecordEpisodeStatistics(base, buffer_length=args.return_window)
+    envs = TorchNormalizeObservation(episodes) if args.norm_obs else episodes
     obs_clip = 10.0 if args.norm_obs else math.inf  # normalized observations are clipped to [-10, 10]
     device, num_envs, num_steps = base.main_device, args.num_envs, args.num_steps
     obs_dim, act_dim = base.single_observation_space.shape[0], base.single_action_space.shape[0]
@@ -264,9 +241,8 @@ if __name__ == "__main__":
             returns = advantages + values_buf
 
         b_obs, b_actions, b_means = obs_buf.flatten(0, 1), actions_buf.flatten(0, 1), means_buf.flatten(0, 1)
-        b_logprobs, b_advantages, b_returns, b_values = (
-            x.flatten() for x in (logprobs_buf, advantages, returns, values_buf)
-        )
+        b_logprobs, b_advantages = logprobs_buf.flatten(), advantages.flatten()
+        b_returns, b_values = returns.flatten(), values_buf.flatten()
         old_std = agent.actor_logstd.detach().exp()  # the rollout policy's
         for _epoch in range(args.update_epochs):
             order = torch.randperm(batch_size, device=device)
@@ -321,8 +297,7 @@ if __name__ == "__main__":
             partial = {"complete": False, "args": settings, "history": history}
             (out_dir / "metrics.json").write_text(json.dumps(partial, indent=1, allow_nan=False))
 
-    train_time = time.perf_counter() - train_start
-    final_returns = episodes.return_queue
+    train_time, final_returns = time.perf_counter() - train_start, episodes.return_queue
     final_return = float(final_returns.mean()) if final_returns.numel() else None
     print(
         f"trained {global_step:,} steps in {train_time:.1f}s ({global_step / train_time:.0f} SPS; rollouts "
@@ -366,21 +341,11 @@ if __name__ == "__main__":
         print("note: matplotlib is not installed, so no learning_curve.png (pip install matplotlib)")
     wall_time = time.perf_counter() - start
     times = {"build": build_time, "train": train_time, "video": video_time}
-    result = {
-        "complete": True,
-        "args": settings,
-        "summary": summary,
-        "iterations": iterations,
-        "planned_iterations": num_iterations,
-        "global_step": global_step,
-        "episodes": episodes.episode_count,
-        "final_return": final_return,
-        "final_episodes": final_returns.numel(),
-        "final_lr": lr,
-        "times": {**times, "rollout": rollout_time, "update": update_time, "wall": wall_time},
-        "video": video_result,
-        "history": history,
-    }
+    result = {"complete": True, "args": settings, "summary": summary, "iterations": iterations}
+    result |= {"planned_iterations": num_iterations, "global_step": global_step, "episodes": episodes.episode_count}
+    result |= {"final_return": final_return, "final_episodes": final_returns.numel(), "final_lr": lr}
+    phases = {"rollout": rollout_time, "update": update_time, "wall": wall_time}
+    result |= {"times": {**times, **phases}, "video": video_result, "history": history}
     (out_dir / "metrics.json").write_text(json.dumps(result, indent=1, allow_nan=False))
     print(f"wall time {wall_time:.1f}s ({', '.join(f'{k} {v:.1f}s' for k, v in times.items())}); outputs in {out_dir}")
     print(f"play the policy: python examples/play.py {out_dir / 'checkpoint.pt'}")
