@@ -1,25 +1,22 @@
 """Data-parallel PPO over torchrun ranks: the PPO of ``examples/train_ppo.py`` with one ``GenesisVectorEnv`` per rank.
 
-Every rank steps its own env (``--num-envs`` envs, seeded so that the ranks' envs together are seeded like one env of
-``world_size * num_envs``), collects its own rollout and computes its own losses; ``DistributedDataParallel`` averages
-the gradients, so all ranks hold the same parameters after every step. What else must agree is decided over all
-ranks: the observation normalizer and the reward scaler are updated from the moments of all ranks' batches (one
-small all-reduce each per env step), and the adaptive learning rate, ``--target-kl`` and ``--max-train-time`` act on
-means over ranks. Rank 0 prints and writes ``checkpoint.pt`` (train_ppo.py's format) and ``metrics.json``; every
-rank writes ``rank<r>.json`` (its env seed, first observations and parameter checksums).
+Every rank steps its own env (seeded so that the ranks' envs together are seeded like one env of ``world_size *
+num_envs``) and computes its own losses; ``DistributedDataParallel`` averages the gradients. What else must agree is
+decided over all ranks: the observation and reward statistics are updated from all ranks' moments (one small
+all-reduce each per env step), and the adaptive lr, ``--target-kl`` and ``--max-train-time`` act on means over ranks.
+
+The options are train_ppo.py's less the video flags, plus the distributed ones; ``--num-envs`` is per rank and
+``--total-timesteps`` counts all ranks' env steps. Rank 0 prints and writes ``checkpoint.pt`` (train_ppo.py's format)
+and ``metrics.json``, every rank ``rank<r>.json`` (env seed, first observations, checksums); see docs/distributed.md.
 
     torchrun --standalone --nproc_per_node=8 examples/ddp_ppo.py --num-envs 4096      # one GPU per rank
     torchrun --standalone --nproc_per_node=4 examples/ddp_ppo.py --gpus-per-rank 2    # two GPU workers per rank
     python -m torch.distributed.run --standalone --nproc_per_node=2 examples/ddp_ppo.py --backend cpu --num-envs 8
-
-``--num-envs`` is per rank, ``--total-timesteps`` counts the env steps of all ranks. The options are train_ppo.py's,
-presets included, less the video flags, plus ``--random-steps`` and the distributed ones. See ``docs/distributed.md``.
 """
-
-from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -34,7 +31,6 @@ from gymnasium.vector import AutoresetMode
 from torch import nn
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.distributions import Normal, kl_divergence
-from torch.nn.parallel import DistributedDataParallel
 
 from gs_gym import GenesisVectorEnv
 from gs_gym.distributed import (
@@ -49,22 +45,12 @@ from gs_gym.wrappers import TorchNormalizeObservation, TorchRecordEpisodeStatist
 
 PRESETS = {  # train_ppo.py's go2-walk preset
     "go2-walk": {
-        "num_envs": 4096,
-        "num_steps": 24,
-        "total_timesteps": 150 * 24 * 4096,
-        "hidden_sizes": [512, 256, 128],
-        "activation": "elu",
-        "lr_schedule": "adaptive",
-        "ent_coef": 0.01,
-        "vf_coef": 2.0,
-        "max_grad_norm": 1.0,
-        "norm_obs": False,
-        "norm_reward": False,
-        "random_steps": 100,
-        "return_window": 1000,
+        "num_envs": 4096, "num_steps": 24, "total_timesteps": 150 * 24 * 4096, "return_window": 1000,
+        "hidden_sizes": [512, 256, 128], "activation": "elu", "lr_schedule": "adaptive", "ent_coef": 0.01,
+        "vf_coef": 2.0, "max_grad_norm": 1.0, "norm_obs": False, "norm_reward": False,
         "task_kwargs": {"lin_vel_x_range": (0.5, 0.5), "lin_vel_y_range": (0.0, 0.0), "ang_vel_yaw_range": (0.0, 0.0)},
     },
-}
+}  # fmt: skip
 
 
 def boolean(text: str) -> bool:
@@ -88,7 +74,6 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--max-train-time", type=float, default=None, help="seconds (mean over ranks): no iteration after")
     p.add_argument("--out-dir", default=None, help="default: runs/ddp-<task>-<seed>")
     p.add_argument("--torch-threads", type=int, default=1, help="threads of each rank (env workers need cores)")
-    p.add_argument("--random-steps", type=int, default=0, help="steps per env of the random-policy baseline")
     p.add_argument("--return-window", type=int, default=100, help="last episodes of each rank for the mean return")
     p.add_argument("--log-every", type=float, default=5.0, help="seconds between progress lines")
     p.add_argument("--num-steps", type=int, default=32, help="rollout length per env and iteration")
@@ -121,15 +106,13 @@ def parse_args() -> argparse.Namespace:
         p.error(f"--task-kwargs must be a JSON object, got {args.task_kwargs!r}")
     args.preset, args.task_kwargs = args.task if preset else None, {**preset.get("task_kwargs", {}), **args.task_kwargs}
     args.out_dir = args.out_dir or f"runs/ddp-{args.task}-{args.seed}"
-    at_least = dict.fromkeys(("num_envs", "num_steps", "num_minibatches", "update_epochs", "total_timesteps"), 1)
-    for name, least in {**at_least, "return_window": 1, "random_steps": 0}.items():
-        if getattr(args, name) < least:
-            p.error(f"--{name.replace('_', '-')} must be >= {least}, got {getattr(args, name)}")
-    for name, value in (("hidden_sizes", min(args.hidden_sizes)), ("desired_kl", args.desired_kl)):
-        if not value > 0:
-            p.error(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
-    if args.max_train_time is not None and not args.max_train_time > 0:
-        p.error(f"--max-train-time must be > 0, got {args.max_train_time}")
+    counts = ("num_envs", "num_steps", "num_minibatches", "update_epochs", "total_timesteps", "return_window")
+    checks = [(name, getattr(args, name) >= 1, ">= 1") for name in counts]
+    checks += [("hidden_sizes", min(args.hidden_sizes) > 0, "> 0"), ("desired_kl", args.desired_kl > 0, "> 0")]
+    checks += [("max_train_time", args.max_train_time is None or args.max_train_time > 0, "> 0")]
+    for name, ok, bound in checks:
+        if not ok:
+            p.error(f"--{name.replace('_', '-')} must be {bound}, got {getattr(args, name)}")
     if args.num_envs * args.num_steps % args.num_minibatches:
         p.error(f"num_envs * num_steps ({args.num_envs * args.num_steps}) must be divisible by --num-minibatches")
     if args.backend == "gpu" and args.num_workers == 0:
@@ -140,18 +123,15 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def layer_init(layer: nn.Linear, std: float = math.sqrt(2)) -> nn.Linear:
-    nn.init.orthogonal_(layer.weight, std)
-    nn.init.constant_(layer.bias, 0.0)
-    return layer
-
-
 def mlp(in_dim: int, hidden_sizes: list[int], out_dim: int, activation: str, out_std: float) -> nn.Sequential:
-    layers = []
-    for width in hidden_sizes:
-        layers += [layer_init(nn.Linear(in_dim, width)), {"tanh": nn.Tanh, "elu": nn.ELU}[activation]()]
-        in_dim = width
-    return nn.Sequential(*layers, layer_init(nn.Linear(in_dim, out_dim), std=out_std))
+    """Linear layers with orthogonal weights (gain sqrt(2), ``out_std`` for the last) and zero biases, as CleanRL's."""
+    sizes, layers = [in_dim, *hidden_sizes, out_dim], []
+    for index, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
+        layer = nn.Linear(fan_in, fan_out)
+        nn.init.orthogonal_(layer.weight, out_std if index == len(hidden_sizes) else math.sqrt(2))
+        nn.init.zeros_(layer.bias)
+        layers += [layer, {"tanh": nn.Tanh, "elu": nn.ELU}[activation]()]
+    return nn.Sequential(*layers[:-1])  # no activation after the last layer
 
 
 class Agent(nn.Module):
@@ -191,7 +171,6 @@ def rank_mean(value: float | torch.Tensor) -> float:
 
 
 def digest(tensors) -> str:
-    """SHA-256 of the tensors' bytes: equal digests, equal bits."""
     return hashlib.sha256(b"".join(t.detach().cpu().contiguous().numpy().tobytes() for t in tensors)).hexdigest()
 
 
@@ -218,17 +197,11 @@ def main() -> None:
     settings = dict(sorted(vars(args).items()))
     log(f"settings ({'preset ' + args.preset if args.preset else 'no preset'}): {json.dumps(settings)}")
 
-    # -- this rank's env, its episode statistics and the observation normalizer shared by all ranks -----------------
     start = time.perf_counter()
-    base = GenesisVectorEnv(
-        task=args.task,
-        autoreset_mode=AutoresetMode.SAME_STEP,
-        task_kwargs=args.task_kwargs,
-        performance_mode=args.performance_mode,
-        verbose=True,  # start-up progress on stderr, also into a log (a first build compiles for minutes)
-        **({} if args.num_workers is None else {"num_workers": args.num_workers}),
-        **env_kwargs,
-    )
+    # verbose: start-up progress on stderr, also into a log (a first build compiles for minutes)
+    options = {"autoreset_mode": AutoresetMode.SAME_STEP, "performance_mode": args.performance_mode, "verbose": True}
+    options |= {"task": args.task, "task_kwargs": args.task_kwargs, "num_workers": args.num_workers}  # None: 1 per GPU
+    base = GenesisVectorEnv(**options, **env_kwargs)
     episodes = envs = TorchRecordEpisodeStatistics(base, buffer_length=args.return_window)
     if args.norm_obs:
         envs = TorchNormalizeObservation(episodes)
@@ -238,32 +211,16 @@ def main() -> None:
     obs_dim, act_dim = base.single_observation_space.shape[0], base.single_action_space.shape[0]
     low = torch.as_tensor(base.single_action_space.low, device=device)
     high = torch.as_tensor(base.single_action_space.high, device=device)
-    batch_size = num_envs * num_steps
-    minibatch_size = batch_size // args.num_minibatches
+    batch_size, minibatch_size = num_envs * num_steps, num_envs * num_steps // args.num_minibatches
     num_iterations = max(1, args.total_timesteps // (world * batch_size))
     log(
         f"{world} rank(s) x {args.task} x{num_envs} on {args.backend} ({base.num_workers} worker(s) each), built in "
         f"{time.perf_counter() - start:.1f}s; {num_iterations} iterations of {world * batch_size} env steps planned"
     )
 
-    random_return = None
-    if args.random_steps > 0:  # random-policy baseline over all ranks, on statistics of its own
-        random_envs, random_sum = (
-            TorchRecordEpisodeStatistics(base),
-            torch.zeros((), dtype=torch.float64, device=device),
-        )
-        random_envs.reset(seed=env_seed)
-        generator = torch.Generator(device=device).manual_seed(env_seed)
-        for _ in range(args.random_steps):
-            actions = low + (high - low) * torch.rand((num_envs, act_dim), generator=generator, device=device)
-            random_sum += random_envs.step(actions)[4]["episode"]["r"].sum()
-        random = all_reduce_episode_stats(random_sum, random_envs.episode_count)
-        random_return = random.mean_return if random.episodes else None
-        log(f"random policy: mean return {fmt(random_return)} over {random.episodes} episodes of all ranks")
-
     torch.manual_seed(args.seed)  # the same initial agent on every rank (DDP also broadcasts rank 0's)
     agent = Agent(obs_dim, act_dim, args.hidden_sizes, args.activation, args.init_log_std).to(device)
-    model = DistributedDataParallel(agent, device_ids=[device] if device.type == "cuda" else None)
+    model = nn.parallel.DistributedDataParallel(agent, device_ids=[device] if device.type == "cuda" else None)
     initial_params = digest(agent.parameters())
     torch.manual_seed(int(np.random.SeedSequence([args.seed, me.rank]).generate_state(1)[0]))  # noise: own stream
     optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate, eps=1e-5)
@@ -272,17 +229,13 @@ def main() -> None:
     logprobs_buf, rewards_buf, dones_buf, values_buf = torch.zeros((4, num_steps, num_envs), device=device)
     return_rms = SyncedRunningMeanStd((), device)  # of the discounted return, for --norm-reward
     discounted_return = torch.zeros(num_envs, dtype=torch.float64, device=device)
-
     first_obs = base.reset(seed=env_seed)[0].cpu()  # raw, for the rank report (the next reset repeats it)
     next_obs = envs.reset(seed=env_seed)[0].clamp(-obs_clip, obs_clip)
     history, global_step, lr, iterations = [], 0, args.learning_rate, 0
     train_start = last_log = time.perf_counter()
     for iteration in range(1, num_iterations + 1):
-        if (
-            iteration > 1
-            and args.max_train_time
-            and rank_mean(time.perf_counter() - train_start) >= args.max_train_time
-        ):
+        elapsed = time.perf_counter() - train_start
+        if iteration > 1 and args.max_train_time and rank_mean(elapsed) >= args.max_train_time:
             log(f"stopping after {iterations} of {num_iterations} iterations: --max-train-time reached")
             break
         iterations = iteration
@@ -319,9 +272,8 @@ def main() -> None:
             returns = advantages + values_buf
 
         b_obs, b_actions, b_means = obs_buf.flatten(0, 1), actions_buf.flatten(0, 1), means_buf.flatten(0, 1)
-        b_logprobs, b_advantages, b_returns, b_values = (
-            x.flatten() for x in (logprobs_buf, advantages, returns, values_buf)
-        )
+        b_logprobs, b_values = logprobs_buf.flatten(), values_buf.flatten()
+        b_advantages, b_returns = advantages.flatten(), returns.flatten()
         old_std = agent.actor_logstd.detach().exp()
         for _epoch in range(args.update_epochs):
             order = torch.randperm(batch_size, device=device)
@@ -363,62 +315,37 @@ def main() -> None:
         now, recent = time.perf_counter(), episodes.return_queue  # every rank joins the all-reduce, rank 0 prints
         stats = all_reduce_episode_stats(recent.sum(), recent.numel())
         mean_return = stats.mean_return if stats.episodes else None
-        entry = {"global_step": global_step, "time": now - train_start, "mean_return": mean_return, "lr": lr}
-        history.append(entry)
+        history.append({"global_step": global_step, "time": now - train_start, "mean_return": mean_return, "lr": lr})
         if now - last_log >= args.log_every or iteration == num_iterations:
-            last_log = now
+            last_log, elapsed = now, now - train_start
             log(
-                f"step {global_step:>9,} | {entry['time']:6.1f}s | SPS {global_step / entry['time']:7.0f} (all ranks) "
+                f"step {global_step:>9,} | {elapsed:6.1f}s | SPS {global_step / elapsed:7.0f} (all ranks) "
                 f"| return {fmt(mean_return, '7.2f')} ({stats.episodes} eps, all ranks) | v_loss {v_loss.item():.4f}"
                 f" kl {approx_kl.item():.4f} std {agent.actor_logstd.exp().mean().item():.3f} lr {lr:.1e}"
             )
 
-    train_time, final_returns = time.perf_counter() - train_start, episodes.return_queue
-    final = all_reduce_episode_stats(final_returns.sum(), final_returns.numel())
-    final_return = final.mean_return if final.episodes else None
-    report = {
-        "rank": me.rank,
-        "local_rank": me.local_rank,
-        "world_size": world,
-        "num_envs": num_envs,
-        "env_seed": env_seed,  # env i of this rank starts with env_seed + i
-        "main_device": str(device),
-        "first_obs": first_obs.tolist(),
-        "iterations": iterations,
-        "planned_iterations": num_iterations,
-        "global_step": global_step,
-        "final_lr": lr,
-        "initial_params_sha256": initial_params,
-        "params_sha256": digest(agent.parameters()),
-        "obs_rms_sha256": digest([envs.obs_rms.mean, envs.obs_rms.var, envs.obs_rms.count]) if args.norm_obs else None,
-        "final_return": final_return,
-        "final_episodes": final.episodes,
-        "local_episodes": episodes.episode_count,
-    }
-    (out_dir / f"rank{me.rank}.json").write_text(json.dumps(report, indent=1, allow_nan=False))
+    train_time = time.perf_counter() - train_start
+    final_return, final_episodes = mean_return, stats.episodes  # the last iteration's: no env stepped since
+    summary = {"world_size": world, "iterations": iterations, "planned_iterations": num_iterations}
+    summary |= {"global_step": global_step, "final_return": final_return, "final_episodes": final_episodes}
+    summary["final_lr"] = lr
+    report = {"rank": me.rank, "local_rank": me.local_rank, "num_envs": num_envs, "env_seed": env_seed}  # of env 0
+    report |= {"main_device": str(device), "first_obs": first_obs.tolist(), "local_episodes": episodes.episode_count}
+    report |= {"initial_params_sha256": initial_params, "params_sha256": digest(agent.parameters())}
+    obs_rms = envs.obs_rms if args.norm_obs else None  # the statistics every rank normalized with
+    report["obs_rms_sha256"] = digest([obs_rms.mean, obs_rms.var, obs_rms.count]) if args.norm_obs else None
+    (out_dir / f"rank{me.rank}.json").write_text(json.dumps({**report, **summary}, indent=1, allow_nan=False))
     if me.is_main:
         network = {"hidden_sizes": args.hidden_sizes, "activation": args.activation}
-        obs_rms = envs.obs_rms.state_dict() if args.norm_obs else None
-        checkpoint = {"agent": agent.state_dict(), "obs_rms": obs_rms, "obs_dim": obs_dim, "act_dim": act_dim}
+        obs_stats = obs_rms.state_dict() if args.norm_obs else None
+        checkpoint = {"agent": agent.state_dict(), "obs_rms": obs_stats, "obs_dim": obs_dim, "act_dim": act_dim}
         torch.save({**checkpoint, "network": network, "args": settings, "world_size": world}, out_dir / "checkpoint.pt")
-        metrics = {
-            "args": settings,
-            "world_size": world,
-            "iterations": iterations,
-            "planned_iterations": num_iterations,
-            "global_step": global_step,
-            "random_return": random_return,
-            "final_return": final_return,
-            "final_episodes": final.episodes,
-            "final_lr": lr,
-            "sps": global_step / train_time,
-            "times": {"train": train_time, "wall": time.perf_counter() - start},
-            "history": history,
-        }
+        times = {"train": train_time, "wall": time.perf_counter() - start}
+        metrics = {"args": settings, **summary, "sps": global_step / train_time, "times": times, "history": history}
         (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1, allow_nan=False))
         log(
             f"trained {global_step:,} steps over {world} rank(s) in {train_time:.1f}s ({global_step / train_time:.0f} "
-            f"SPS); final mean return {fmt(final_return)} over {final.episodes} episodes; outputs in {out_dir}"
+            f"SPS); final mean return {fmt(final_return)} over {final_episodes} episodes; outputs in {out_dir}"
         )
     envs.close()
     dist.destroy_process_group()

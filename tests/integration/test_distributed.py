@@ -7,11 +7,10 @@
   parameters and the observation normalizer are bit-identical across ranks after the updates;
 * a rank that raises after its first update (``--fail-rank 1``, one env worker per rank) ends the job with that
   rank's error within a bounded time and leaves no process behind;
-* ``ddp_ppo.py``'s command line: its flags are ``train_ppo.py``'s less the video ones plus ``--random-steps`` (its
-  random-policy baseline; ``train_ppo.py``'s moved to ``play.py``) and the distributed ones,
-  bad flags are named, the go2-walk preset gives train_ppo's settings; and one more two-rank run with the adaptive lr
-  schedule, ``--max-train-time``, another network and no observation normalization, which must keep the ranks in
-  step and save that network.
+* ``ddp_ppo.py``'s command line: its flags are ``train_ppo.py``'s less the video ones plus the distributed ones (no
+  random-policy baseline: ``play.py`` has it), bad flags are named, the go2-walk preset gives train_ppo's settings;
+  and one more two-rank run with the adaptive lr schedule, ``--max-train-time``, another network and no observation
+  normalization, which must keep the ranks in step and save that network.
 
 The scripts are driven through their command line only; ``Agent`` is imported from ``train_ppo.py`` (which defines
 it and trains only as ``__main__``) to load the checkpoint as a play script would.
@@ -492,7 +491,6 @@ def test_rank0_logs_and_saves_a_train_ppo_checkpoint(ddp_run):
         "iterations",
         "planned_iterations",
         "global_step",
-        "random_return",
         "final_return",
         "final_episodes",
         "final_lr",
@@ -502,7 +500,6 @@ def test_rank0_logs_and_saves_a_train_ppo_checkpoint(ddp_run):
     }
     assert metrics["world_size"] == 2 and metrics["global_step"] == reports[0]["global_step"]
     assert metrics["final_return"] == reports[0]["final_return"] and metrics["sps"] > 0
-    assert metrics["random_return"] is None  # --random-steps defaults to 0 here
     assert [h["global_step"] for h in metrics["history"]] == [2 * NUM_ENVS * NUM_STEPS * i for i in (1, 2)]
 
 
@@ -529,10 +526,10 @@ def flags(name: str) -> set[str]:
     return set(re.findall(r"(--[a-z][a-z-]*)", run_script(name, "--help").stdout))
 
 
-def test_ddp_flags_are_train_ppo_flags_less_the_video_plus_the_baseline_and_distributed_ones():
+def test_ddp_flags_are_train_ppo_flags_less_the_video_plus_the_distributed_ones():
     ddp = flags("ddp_ppo.py")
     video = {"--capture-video", "--video-envs", "--video-steps"}
-    assert ddp == flags("train_ppo.py") - video | {"--random-steps", "--gpus-per-rank", "--dist-backend", "--fail-rank"}
+    assert ddp == flags("train_ppo.py") - video | {"--gpus-per-rank", "--dist-backend", "--fail-rank"}
     mentioned = set()
     for line in (ROOT / "docs" / "distributed.md").read_text().splitlines():
         if "ddp_ppo.py" in line:
@@ -548,7 +545,7 @@ def test_ddp_flags_are_train_ppo_flags_less_the_video_plus_the_baseline_and_dist
         (["--desired-kl", "0"], "--desired-kl must be > 0, got 0.0"),
         (["--hidden-sizes", "32", "0"], "--hidden-sizes must be > 0, got [32, 0]"),
         (["--update-epochs", "0"], "--update-epochs must be >= 1, got 0"),
-        (["--random-steps", "-1"], "--random-steps must be >= 0, got -1"),
+        (["--random-steps", "5"], "unrecognized arguments: --random-steps 5"),  # the baseline is play.py's
         (
             ["--num-envs", "6", "--num-steps", "3", "--num-minibatches", "4"],
             "num_envs * num_steps (18) must be divisible by --num-minibatches",
@@ -568,8 +565,7 @@ def test_ddp_parser_errors(argv, message):
 
 def test_go2_preset_gives_train_ppo_settings():
     """Both scripts print their effective settings before building the env (here stopped by an unknown task
-    option): the same go2-walk values but for ddp_ppo.py's random-policy baseline (train_ppo.py's is play.py's now),
-    train_ppo.py's video and ddp_ppo.py's own options and defaults."""
+    option): the same go2-walk values but for train_ppo.py's video and ddp_ppo.py's own options and defaults."""
     argv = ["--task", "go2-walk", "--backend", "cpu", "--task-kwargs", '{"no_such_option": 1}']
     settings = []
     for name in ("ddp_ppo.py", "train_ppo.py"):
@@ -581,7 +577,6 @@ def test_go2_preset_gives_train_ppo_settings():
     keys = ddp.keys() | train.keys()
     differing = {key: (ddp.get(key), train.get(key)) for key in keys if ddp.get(key) != train.get(key)}
     assert differing == {
-        "random_steps": (100, None),
         "capture_video": (None, False),
         "video_envs": (None, 1),
         "video_steps": (None, 250),
@@ -589,7 +584,7 @@ def test_go2_preset_gives_train_ppo_settings():
         "out_dir": ("runs/ddp-go2-walk-1", "runs/go2-walk-1"),
         "gpus_per_rank": (1, None),  # its other own options (--dist-backend, --fail-rank) default to None
     }
-    assert (ddp["hidden_sizes"], ddp["lr_schedule"], ddp["random_steps"]) == ([512, 256, 128], "adaptive", 100)
+    assert (ddp["hidden_sizes"], ddp["lr_schedule"]) == ([512, 256, 128], "adaptive")
 
 
 def test_adaptive_lr_and_time_limit_keep_the_ranks_in_step(tmp_path):
