@@ -38,7 +38,7 @@ class ShardBuffers:
     final_observations: torch.Tensor
     """Observations before autoreset (SAME_STEP): equal to ``observations`` except for envs that were reset."""
     all_finite: torch.Tensor
-    """One bool: whether the values the last step checked were all finite (``gs_gym.vector.shard``). The parent reads
+    """A 0-d bool: whether the values the last step checked were all finite (``gs_gym.vector.shard``). The parent reads
     it after the step's reply: the step's one host wait happens there, not in the worker."""
 
     @classmethod
@@ -55,7 +55,7 @@ class ShardBuffers:
             terminated=zeros(num_envs, dtype=torch.bool),
             truncated=zeros(num_envs, dtype=torch.bool),
             final_observations=zeros(num_envs, *obs_shape),
-            all_finite=torch.ones(1, dtype=torch.bool, device=device),
+            all_finite=torch.ones((), dtype=torch.bool, device=device),
         )
 
     def tensors(self) -> dict[str, torch.Tensor]:
