@@ -173,6 +173,19 @@ def test_non_finite_actions_act_as_zero_then_raise(shared_env, num_workers):
 
 
 @pytest.mark.parametrize("num_workers", WORKERS)
+def test_finite_actions_whose_sum_overflows_are_not_refused(shared_env, num_workers):
+    """The step's finite flag sums every checked value, so 3e38 in every env overflows it to inf; the env then asks
+    the shards, which find every value finite: the step returns as usual (cart-pole clamps actions to [-1, 1])."""
+    env = shared_env(num_workers)
+    env.reset(seed=6)
+    expected = env.step(torch.ones(NUM_ENVS, 1))
+    env.reset(seed=6)
+    got = env.step(torch.full((NUM_ENVS, 1), 3e38))
+    for a, b in zip(got[:4], expected[:4], strict=True):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("num_workers", WORKERS)
 def test_call_order_errors(shared_env, num_workers):
     env = shared_env(num_workers)
     env.reset(seed=0)
