@@ -297,8 +297,13 @@ class EnvShard:
         parts = [observations.reshape(-1), rewards] if self.spec.check_observations else []
         if self.spec.check_actions:
             parts.append(actions.reshape(-1))
-        if parts:
-            torch.eq(torch.cat(parts).sum() * 0, 0, out=self.buffers.all_finite)
+        if not parts:
+            return
+        flag = self.buffers.all_finite
+        if flag.device.type == self.device.type:
+            torch.eq(torch.cat(parts).sum() * 0, 0, out=flag)
+        else:  # host_buffers on a GPU: copied to the host, a wait like the other host buffers' copies
+            flag.copy_(torch.cat(parts).sum() * 0 == 0)
 
     def _raise_non_finite(self, observations: torch.Tensor, rewards: torch.Tensor | None) -> None:
         """Raise ``NonFiniteObservationError`` naming the hook and the envs (nothing when every value is finite)."""

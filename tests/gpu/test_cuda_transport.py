@@ -25,6 +25,7 @@ def envs():
         "in-process": GenesisVectorEnv(NUM_ENVS, num_workers=0, **KWARGS),
         "1 worker": GenesisVectorEnv(NUM_ENVS, num_workers=1, **KWARGS),
         "2 workers on GPU 0": GenesisVectorEnv(NUM_ENVS, num_workers=2, devices=[0], **KWARGS),
+        "1 worker, host buffers": GenesisVectorEnv(NUM_ENVS, num_workers=1, host_buffers=True, **KWARGS),
     }
     yield built
     for env in built.values():
@@ -44,7 +45,7 @@ def rollout(env, steps=120):
 
 def test_workers_match_the_in_process_env(envs):
     reference = rollout(envs["in-process"])
-    for name in ("1 worker", "2 workers on GPU 0"):
+    for name in ("1 worker", "2 workers on GPU 0", "1 worker, host buffers"):
         torch.testing.assert_close(rollout(envs[name]), reference, atol=1e-4, rtol=1e-4, msg=name)
 
 
