@@ -24,8 +24,9 @@
 #   bash bench/gpu_session.sh wait-profile  # where the worker's host waits: torch.profiler inside the worker (b, c,
 #                                           # c-nochecks), syncs and the time they block per step
 # Issue 14, fifth session (the non-finite flag read by the parent, the worker's step without a host wait):
-#   bash bench/gpu_session.sh parent-wait  # pytest tests/gpu, then go2-walk a b c d b' b-nochecks c-nochecks and
-#                                          # franka-reach b c d b', 11 rounds each
+#   bash bench/gpu_session.sh warm-go2     # first: pytest tests/gpu beside go2-walk's build; kernel cache to $OUT
+#   bash bench/gpu_session.sh parent-wait  # go2-walk a b c d b' b-nochecks c-nochecks and franka-reach b c d b',
+#                                          # 11 rounds each
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
 set -uo pipefail
@@ -127,12 +128,10 @@ checks)
     ;;
 parent-wait)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
-    python3 -m pytest tests/gpu -q -p no:cacheprovider 2>&1 | quiet > "$out/gpu-tests.log"
     python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" b-nochecks c-nochecks --repeats 11 \
         --steps 100 --out "$out/go2-vs-reference-h200.json" 2>&1 | quiet | tee "$out/go2-vs-reference.log" | tail -16
     python3 bench/go2_vs_reference.py --tasks franka-reach --paths b c d "b'" --repeats 11 --steps 100 --merge \
         --out "$out/go2-vs-reference-h200.json" 2>&1 | quiet | tee "$out/franka-vs-raw.log" | tail -12
-    tail -n 4 "$out/gpu-tests.log"
     ;;
 wait-profile)
     # how long the step's host syncs block the process that runs the task, in process and in the worker
