@@ -27,6 +27,7 @@
 #   bash bench/gpu_session.sh warm-go2     # first: pytest tests/gpu beside go2-walk's build; kernel cache to $OUT
 #   bash bench/gpu_session.sh parent-wait  # go2-walk a b c d b' b-nochecks c-nochecks and franka-reach b c d b',
 #                                          # 11 rounds each
+#   bash bench/gpu_session.sh rsl-rl    # examples/rsl_rl_go2.py: gs_gym default, reference env, gs_gym in process
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
 set -uo pipefail
@@ -146,6 +147,15 @@ video)
         | tee "$out/play.log" | tail -4
     python3 examples/play.py "$out/go2-walk/checkpoint.pt" --video "$out/go2-play.mp4" --video-envs 4 --max-steps 300 \
         2>&1 | quiet | tee "$out/play-video.log" | tail -4
+    ;;
+rsl-rl)
+    # examples/rsl_rl_go2.py (Genesis's go2 recipe) on gs_gym's default path, on the reference env, in process
+    for run in "gs_gym --num-workers 1" "reference" "gs_gym --num-workers 0"; do
+        name=$(echo "$run" | sed 's/ --num-workers 1//; s/ --num-workers 0/-inprocess/')
+        python3 examples/rsl_rl_go2.py --env $run --out "/tmp/rsl_rl_go2-$name" 2>&1 | quiet \
+            > "$out/rsl_rl_go2-$name.log"
+        cp "/tmp/rsl_rl_go2-$name/curve.json" "$out/rsl_rl_go2-$name-h200.json"; tail -n 4 "$out/rsl_rl_go2-$name.log"
+    done
     ;;
 warm-go2)
     if [ -f .xfer/c/qcache-h200.tgz ]; then mkdir -p ~/.cache && tar xzf .xfer/c/qcache-h200.tgz -C ~/.cache; fi

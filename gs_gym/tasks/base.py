@@ -9,6 +9,9 @@ ended on the previous step; often none) -> ``read_state`` -> ``observe`` / ``com
 Nothing on that path may wait for the device: no ``nonzero()``, ``.item()``, ``.tolist()`` or ``bool(tensor)``.
 Resets come as boolean masks (Genesis 1.4.5 setters take them as ``envs_idx``), so a reset of no env costs the same
 launches as a reset of some, and the host never has to look at which envs are done.
+
+A hook's result need stay valid only until the next hook call: a task may return the same tensor every step,
+refilled in place. The shard never writes into what a hook returned.
 """
 
 from __future__ import annotations

@@ -41,6 +41,8 @@ class BatchIO:
         self.main_device = main_device
         self._to_gpu = main_device.type == "cuda"
         """Copies into ``main_device`` may be asynchronous only there (a copy to the host must block)."""
+        self._fresh_on_host = output == "numpy" and main_device.type != "cpu"
+        """The numpy output of a device tensor is a copy already: ``copy=True`` needs no clone before it."""
         self._gathered = (
             None if output == "shards" else ShardBuffers.allocate(self.num_envs, obs_shape, action_shape, main_device)
         )
@@ -79,7 +81,7 @@ class BatchIO:
         if self.output == "shards":
             return tuple(part.clone() for part in parts) if fresh else tuple(parts)
         if len(parts) == 1 and parts[0].device == self.main_device:
-            batch = parts[0].clone() if fresh else parts[0]
+            batch = parts[0].clone() if fresh and not self._fresh_on_host else parts[0]
         elif fresh:
             batch = torch.cat([part.to(self.main_device, non_blocking=self._to_gpu) for part in parts])
         else:

@@ -12,6 +12,9 @@ worker replies as soon as its step is queued), and only when it is False asks th
 (``check_step``). Non-finite actions are therefore found after the step: the task is given them with NaN and inf
 replaced by 0, and the env raises a ``ValueError`` naming the envs with every shard still in step.
 
+In process with ``copy=True`` the env clones what it hands out, so the shard does not copy into its buffers first: it
+points them at the task's output tensors (``ShardSpec.outputs_by_reference``).
+
 Resets go to the task as boolean masks, so that the host never looks at which envs are done; under NEXT_STEP the
 previous step's "any env done", copied to the host without a wait, lets a step after which no env finished skip the
 reset (a Genesis ``set_qpos`` costs about a third of a ``scene.step``'s host time).
@@ -73,6 +76,10 @@ class ShardSpec:
     """``gs.init(logging_level=...)``: what Genesis itself prints (in a worker: through the worker's output)."""
     render_mode: str | None = None
     """The task's ``render_mode`` (``TaskContext.render_mode``): None adds no camera to the scene."""
+    outputs_by_reference: bool = False
+    """Point the output buffers at the task's own output tensors instead of copying into them. Only where nothing but
+    this process reads the buffers and the env clones what it hands out (in process, ``copy=True``): a copy here
+    would be a second one. The buffers then hold tensors the task may reuse, so nothing may write into them."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +148,9 @@ class EnvShard:
         self._any_done = HostFlag(self.device, initial=True)
         """Whether some env finished in the last step: read at the next step (NEXT_STEP: no env, no reset work)."""
         self._all = torch.ones(spec.num_envs, dtype=torch.bool, device=self.device)
+        self._none = torch.zeros(spec.num_envs, dtype=torch.bool, device=self.device)
+        self._zero_rewards = torch.zeros(spec.num_envs, device=self.device)
+        """What a reset publishes as rewards, terminated and truncated (never written: they may become buffers)."""
         self._obs_shape = (spec.num_envs, *obs_space.shape)
         self._frames: torch.Tensor | None = None
         """The shared frame buffer the parent holds (``render`` in a worker); None before the first render."""
@@ -169,22 +179,20 @@ class EnvShard:
             # not strict: random.seed names a list of the wrong length in its own error
             random.seed([seed if keep else None for seed, keep in zip(seeds, chosen, strict=False)])
         self._reset(reset_mask)
+        self._needs_reset = self._needs_reset & ~reset_mask  # NEXT_STEP: not again at the next step
         self.task.read_state()
         observations = self._checked("observe", self.task.observe(), self._obs_shape, torch.float32)
         if self.spec.check_observations:
             self._raise_non_finite(observations, None)  # a host wait: resets are not on the hot path
-        buffers = self.buffers
-        buffers.observations.copy_(observations)
-        buffers.rewards.zero_()
-        buffers.terminated.zero_()
-        buffers.truncated.zero_()
+        none = self._none
+        self._publish(observations=observations, rewards=self._zero_rewards, terminated=none, truncated=none)
         self._release_to_parent()
 
     def step(self) -> StepOutcome:
         """Apply ``buffers.actions``, advance one control step and write the results under the autoreset mode."""
         self._await_parent()
-        task, buffers, mode, steps = self.task, self.buffers, self.spec.autoreset_mode, self.context.episode_steps
-        actions = buffers.actions.to(self.device, non_blocking=True)
+        task, mode, steps = self.task, self.spec.autoreset_mode, self.context.episode_steps
+        actions = self.buffers.actions.to(self.device, non_blocking=True)
         task.apply_actions(actions.nan_to_num(0.0, posinf=0.0, neginf=0.0) if self.spec.check_actions else actions)
         task.simulate()
         steps += 1
@@ -204,26 +212,26 @@ class EnvShard:
             truncated = truncated | self._checked("compute_truncated", extra, rows, torch.bool)
         if pending is not None:
             rewards = rewards.masked_fill(pending, 0.0)
-            terminated = terminated & ~pending
-            truncated = truncated & ~pending
+            kept = ~pending
+            terminated = terminated & kept
+            truncated = truncated & kept
         self._flag_non_finite(observations, rewards, actions)
         done = terminated | truncated
         if mode != AutoresetMode.DISABLED:
             self._any_done.start(done.any())
         any_done: bool | None = None
         if mode == AutoresetMode.SAME_STEP:
-            buffers.final_observations.copy_(observations)
             any_done = self._any_done.read()
+            # by reference, a copy only when the reset may make the task write new observations into the same tensor
+            by_reference = any_done and self.spec.outputs_by_reference
+            self._publish(final_observations=observations.clone() if by_reference else observations)
             if any_done:
                 self._reset(done)
                 task.read_state()
                 observations = task.observe()
         if next_step:
             self._needs_reset = done
-        buffers.observations.copy_(observations)
-        buffers.rewards.copy_(rewards)
-        buffers.terminated.copy_(terminated)
-        buffers.truncated.copy_(truncated)
+        self._publish(observations=observations, rewards=rewards, terminated=terminated, truncated=truncated)
         self._release_to_parent()
         return StepOutcome(any_done=any_done)
 
@@ -288,7 +296,15 @@ class EnvShard:
     def _reset(self, mask: torch.Tensor) -> None:
         self.task.reset_envs(mask)
         self.context.episode_steps.masked_fill_(mask, 0)
-        self._needs_reset = self._needs_reset & ~mask
+
+    def _publish(self, **outputs: torch.Tensor) -> None:
+        """Make each tensor of ``outputs`` (keyed by buffer name) the content of that buffer: copied into it, or the
+        buffer pointed at it (``spec.outputs_by_reference``)."""
+        for name, value in outputs.items():
+            if self.spec.outputs_by_reference:
+                setattr(self.buffers, name, value)
+            else:
+                getattr(self.buffers, name).copy_(value)
 
     def _flag_non_finite(self, observations: torch.Tensor, rewards: torch.Tensor, actions: torch.Tensor) -> None:
         """Write into ``buffers.all_finite`` whether the values the checks that are on cover are all finite, without

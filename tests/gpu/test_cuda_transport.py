@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 import torch
 
@@ -103,6 +104,33 @@ def test_sharded_outputs_are_the_workers_cuda_buffers(envs):
         torch.testing.assert_close(torch.cat(later), envs["in-process"].step(actions)[0])
     finally:
         env.close()
+
+
+def test_copied_outputs_are_not_touched_by_later_steps(envs):
+    """``copy=True`` (the default): in process the task's own tensors are cloned once; numpy outputs are the copy to
+    the host, with no clone on the device before it."""
+
+    def push(env, value):
+        if env.output == "numpy":
+            return env.step(np.full((NUM_ENVS, 1), value, dtype=np.float32))[:4]
+        return env.step(torch.full((NUM_ENVS, 1), value, device="cuda"))[:4]
+
+    def values(outputs):
+        return [np.array(output.tolist()) for output in outputs]  # host copies, of numpy arrays and tensors alike
+
+    as_numpy = GenesisVectorEnv(NUM_ENVS, num_workers=0, output="numpy", **KWARGS)
+    try:
+        for name, env in {**envs, "in-process, numpy": as_numpy}.items():
+            env.reset(seed=4)
+            outputs = push(env, 0.5)
+            saved = values(outputs)
+            for _ in range(3):
+                later = push(env, -0.5)
+            assert not np.array_equal(values(later)[0], saved[0]), name  # the state moved on
+            for got, want in zip(values(outputs), saved, strict=True):
+                assert np.array_equal(got, want), name
+    finally:
+        as_numpy.close()
 
 
 def test_step_async_lets_the_caller_work_while_the_worker_steps(envs):
