@@ -21,6 +21,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from gs_gym import GenesisVectorEnv
+from gs_gym.benchmark import machine_description
 
 VIEWS = {"view", "_unsafe_view", "slice", "select", "detach", "alias", "expand", "reshape", "lift_fresh"}
 NO_ENDS = {"max_episode_steps": 10**6, "angle_limit": 1e9}  # zero actions keep the cart on its track
@@ -85,7 +86,9 @@ def main() -> None:
                 rows.append({"scenario": scenario, "variant": variant, **count(env, args.steps)})
             finally:
                 env.close()
-    args.out.write_text(json.dumps({"task": "cartpole", "num_envs": 4, "steps": args.steps, "rows": rows}, indent=1))
+    machine = machine_description("cpu")
+    result = {"task": "cartpole", "num_envs": 4, "steps": args.steps, "machine": machine, "rows": rows}
+    args.out.write_text(json.dumps(result, indent=1))
     print(f"\ncartpole, 4 envs, in process: torch operations per step ({args.steps} steps), written to {args.out}")
     print(f"{'scenario':34s} {'variant':22s} {'task':>6s} {'gs_gym':>7s} {'gs_gym, not views':>18s}")
     for row in rows:
