@@ -99,6 +99,8 @@ PATH_LABELS = {
     "c-nochecks": "1 worker, check_actions/observations off",
     "c-nospin": "1 worker, spin_wait_us=0",
     "c-copyfalse": "1 worker, copy=False",
+    "b-samestep": "in-process, autoreset_mode=SAME_STEP (what the RL library adapters use)",
+    "c-samestep": "1 worker, autoreset_mode=SAME_STEP",
     "c": "gs_gym default (num_workers=1)",
     "d": "raw task hooks, no resets",
     "b'": "in-process, episode ends lifted",
@@ -122,6 +124,8 @@ VECTOR_ENV_OPTIONS = {
     "c-nochecks": {"num_workers": 1, "check_actions": False, "check_observations": False},
     "c-nospin": {"num_workers": 1, "spin_wait_us": 0},
     "c-copyfalse": {"num_workers": 1, "copy": False},
+    "b-samestep": {"num_workers": 0, "autoreset_mode": "same_step"},
+    "c-samestep": {"num_workers": 1, "autoreset_mode": "same_step"},
     "c": {"num_workers": 1},
     "b'": {"num_workers": 0},
 }

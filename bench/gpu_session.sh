@@ -27,6 +27,8 @@
 #   bash bench/gpu_session.sh warm-go2     # first: pytest tests/gpu beside go2-walk's build; kernel cache to $OUT
 #   bash bench/gpu_session.sh parent-wait  # go2-walk a b c d b' b-nochecks c-nochecks and franka-reach b c d b',
 #                                          # 11 rounds each
+#   bash bench/gpu_session.sh one-call  # with little device time: tests/gpu beside go2-walk's build, then go2-walk
+#                                       # a b c d b' b-samestep c-samestep in 7 rounds, within one device call
 #   bash bench/gpu_session.sh rsl-rl    # examples/rsl_rl_go2.py: gs_gym default, reference env, gs_gym in process
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
@@ -127,6 +129,23 @@ checks)
     python3 bench/go2_vs_reference.py --tasks go2-walk --paths b b-nochecks d "b'" c-nochecks --repeats 9 --steps 100 \
         --count-steps 2 --profile-steps 2 --out "$out/go2-checks-h200.json" 2>&1 | quiet | tail -14
     ;;
+one-call)
+    # one device call (10 minutes) when little device time is left: pytest tests/gpu beside go2-walk's first
+    # build, then go2-walk a b c d b' and SAME_STEP in and out of process, 7 rounds, for what time remains (the log
+    # keeps what finished)
+    start=$(date +%s)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
+    python3 bench/performance_mode.py --cache cold --build-only --task go2-walk --n-envs 4096 --performance-mode 0 \
+        --out "$out/warm-go2.jsonl" 2>&1 | quiet > "$out/warm-go2.log" &
+    python3 -m pytest tests/gpu -q -p no:cacheprovider 2>&1 | quiet > "$out/gpu-tests.log"
+    wait
+    tail -n 8 "$out/gpu-tests.log"
+    left=$(( ${GS_CALL_SECONDS:-585} - ($(date +%s) - start) ))
+    echo "tests and build took $(( $(date +%s) - start )) s; ${left} s left for go2-walk"
+    timeout "$left" python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" b-samestep c-samestep \
+        --repeats 7 --steps 100 \
+        --out "$out/go2-vs-reference-h200.json" 2>&1 | quiet | tee "$out/go2-vs-reference.log" | tail -16
+    ;;
 parent-wait)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
     python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" b-nochecks c-nochecks --repeats 11 \
@@ -162,10 +181,12 @@ warm-go2)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
     python3 bench/performance_mode.py --cache cold --build-only --task go2-walk --n-envs 4096 --performance-mode 0 \
         --out "$out/warm-go2.jsonl" 2>&1 | quiet > "$out/warm-go2.log" &
+    python3 bench/performance_mode.py --cache cold --build-only --task franka-reach --n-envs 4096 --performance-mode 0 \
+        --out "$out/warm-franka.jsonl" 2>&1 | quiet > "$out/warm-franka.log" &
     python3 -m pytest tests/gpu -q -p no:cacheprovider 2>&1 | quiet > "$out/gpu-tests.log"
     wait
     tar czf "$out/qcache-h200.tgz" -C ~/.cache quadrants && ls -la "$out/qcache-h200.tgz"
-    tail -n 3 "$out/warm-go2.log"; tail -n 15 "$out/gpu-tests.log"
+    tail -n 3 "$out/warm-go2.log" "$out/warm-franka.log"; tail -n 15 "$out/gpu-tests.log"
     ;;
 go2)
     python3 bench/go2_vs_reference.py --tasks go2-walk --out "$out/go2-vs-reference-h200.json" 2>&1 | quiet \

@@ -25,6 +25,9 @@ from gs_gym.transport.devices import cuda_uuid, index_for_uuid
 
 _CUDA_STORAGE_DEVICE_ARG = 6  # position of ``storage_device`` in torch's rebuild_cuda_tensor arguments
 
+ALL_FINITE, ANY_DONE = 0, 1
+"""Positions in ``ShardBuffers.step_flags``."""
+
 
 @dataclasses.dataclass
 class ShardBuffers:
@@ -37,9 +40,10 @@ class ShardBuffers:
     truncated: torch.Tensor
     final_observations: torch.Tensor
     """Observations before autoreset (SAME_STEP): equal to ``observations`` except for envs that were reset."""
-    all_finite: torch.Tensor
-    """A 0-d bool: whether the values the last step checked were all finite (``gs_gym.vector.shard``). The parent reads
-    it after the step's reply: the step's one host wait happens there, not in the worker."""
+    step_flags: torch.Tensor
+    """bool ``(2,)``: what the last step found, at ``ALL_FINITE`` (the values the checks cover were all finite) and
+    ``ANY_DONE`` (some env finished; SAME_STEP only). The parent reads both at once after the step's reply, so that
+    the step's one host wait happens there, not in the worker (``gs_gym.vector.shard``)."""
 
     @classmethod
     def allocate(
@@ -55,7 +59,7 @@ class ShardBuffers:
             terminated=zeros(num_envs, dtype=torch.bool),
             truncated=zeros(num_envs, dtype=torch.bool),
             final_observations=zeros(num_envs, *obs_shape),
-            all_finite=torch.ones((), dtype=torch.bool, device=device),
+            step_flags=torch.tensor([True, False], device=device),
         )
 
     def tensors(self) -> dict[str, torch.Tensor]:
@@ -66,6 +70,21 @@ class ShardBuffers:
         for tensor in self.tensors().values():
             if tensor.device.type == "cpu":
                 tensor.share_memory_()
+
+
+@dataclasses.dataclass(frozen=True)
+class StepFlags:
+    """``ShardBuffers.step_flags`` on the host."""
+
+    all_finite: bool
+    any_done: bool
+
+    @classmethod
+    def read(cls, buffers: ShardBuffers) -> StepFlags:
+        """Both flags in one copy to the host, which waits for the step that wrote them (in the parent: after
+        ``OpenedShard.acquire``)."""
+        all_finite, any_done = buffers.step_flags.tolist()
+        return cls(all_finite, any_done)
 
 
 @dataclasses.dataclass(frozen=True)

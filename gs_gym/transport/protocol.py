@@ -25,7 +25,7 @@ class Command(enum.IntEnum):
     RENDER = 8
     """Render the shard's frames into its shared frame buffer; the reply carries the buffer when it is new."""
     CHECK_STEP = 9
-    """Name what made the last step's ``all_finite`` flag False (raise, or reply with the envs of bad actions)."""
+    """Name what made the last step's ``ALL_FINITE`` flag False (raise, or reply with the envs of bad actions)."""
 
 
 class ErrorKind(enum.IntEnum):

@@ -108,7 +108,7 @@ class ShardClient:
         return self.collect(list(requests), during, fails_env=command == Command.RESET).values
 
     def check_step(self, shards: Sequence[int]) -> list[int]:
-        """Ask ``shards`` what made their last step's ``all_finite`` flag False: the global indices of envs whose
+        """Ask ``shards`` what made their last step's ``ALL_FINITE`` flag False: the global indices of envs whose
         actions held NaN or inf; a non-finite observation or reward raises (as a step error: the env fails)."""
         self.send(Command.CHECK_STEP, dict.fromkeys(shards, ()))
         return [env for envs in self.collect(shards, "step").values for env in envs]

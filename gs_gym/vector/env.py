@@ -13,7 +13,7 @@ from gymnasium.vector.utils import batch_space
 from gs_gym.display import StartupDisplay
 from gs_gym.errors import WorkerCrashedError
 from gs_gym.tasks import Task
-from gs_gym.transport.buffers import OpenedShard
+from gs_gym.transport.buffers import OpenedShard, StepFlags
 from gs_gym.transport.interface import ShardPool
 from gs_gym.transport.protocol import Command
 from gs_gym.vector.batch import BatchIO
@@ -183,29 +183,33 @@ class GenesisVectorEnv(VectorEnv):
         restarted = client.restart({**self._send_crashes, **collected.crashed})
         shards = client.shards
         self._life.state = State.READY
+        read = self._io.read
+        outputs = (read(shards, "observations"), read(shards, "rewards"), read(shards, "terminated"),
+                   read(shards, "truncated"))  # fmt: skip
+        flags = self._read_step_flags(shards)
         info: dict[str, Any] = {}
-        if self.autoreset_mode == AutoresetMode.SAME_STEP and (
-            restarted or any(outcome is not None and outcome.any_done for outcome in collected.values)
-        ):
+        if self.autoreset_mode == AutoresetMode.SAME_STEP and (restarted or any(f.any_done for f in flags)):
             done = self._io.present([s.buffers.terminated | s.buffers.truncated for s in shards])
             info = self._io.same_step_info(shards, done)
         if restarted:
             marked = [torch.full_like(s.buffers.truncated, i in restarted) for i, s in enumerate(shards)]
             info["worker_restarted"] = info["_worker_restarted"] = self._io.present(marked)
-        read = self._io.read
-        outputs = (read(shards, "observations"), read(shards, "rewards"), read(shards, "terminated"),
-                   read(shards, "truncated"), info)  # fmt: skip
-        self._check_step(shards)
-        return outputs
+        self._check_step(flags)
+        return (*outputs, info)
 
-    def _check_step(self, shards: Sequence[OpenedShard]) -> None:
-        """Read each shard's ``all_finite`` flag (with the checks on, the step's one host wait, here rather than in
-        the workers so that they reply as soon as the step is queued and the gathers above queue behind it), and
-        when one is False ask that shard what: ``NonFiniteObservationError`` (the env fails) or the envs of
-        non-finite actions, raised as ``ValueError`` with every shard still in step."""
-        if not (self.options.check_actions or self.options.check_observations):
-            return
-        failing = [index for index, shard in enumerate(shards) if not bool(shard.buffers.all_finite)]
+    def _read_step_flags(self, shards: Sequence[OpenedShard]) -> list[StepFlags]:
+        """Each shard's ``StepFlags``: with the checks on or under SAME_STEP the step's one host wait, here rather
+        than in the workers so that they reply as soon as the step is queued, and behind the gathers above on this
+        process's stream. Otherwise no wait: flags that say nothing."""
+        options = self.options
+        if options.check_actions or options.check_observations or self.autoreset_mode == AutoresetMode.SAME_STEP:
+            return [StepFlags.read(shard.buffers) for shard in shards]
+        return [StepFlags(all_finite=True, any_done=False)] * len(shards)
+
+    def _check_step(self, flags: Sequence[StepFlags]) -> None:
+        """When a shard's ``all_finite`` is False, ask that shard what: ``NonFiniteObservationError`` (the env
+        fails) or the envs of non-finite actions, raised as ``ValueError`` with every shard still in step."""
+        failing = [index for index, shard_flags in enumerate(flags) if not shard_flags.all_finite]
         if failing:
             rejected = self._shards.check_step(failing)
             if rejected:

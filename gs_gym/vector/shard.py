@@ -5,19 +5,22 @@ process, or in the parent for the in-process reference, and behaves identically 
 results written to its preallocated ``ShardBuffers``, and the autoreset mode is applied here, next to the
 simulation, so that a step costs one round trip whatever the mode.
 
-A step makes no host sync of its own, except SAME_STEP's wait for "any env done" before it resets.
-``check_actions`` and ``check_observations`` (both on by default) write one device flag covering both into the
-buffers (``ShardBuffers.all_finite``); the env reads it after the step (its one host wait, in the parent, so that a
-worker replies as soon as its step is queued), and only when it is False asks the shard which envs and values
+A step writes what the parent must know into two device flags (``ShardBuffers.step_flags``): whether the values
+``check_actions`` and ``check_observations`` (both on by default) cover were all finite, and under SAME_STEP whether
+some env finished. The env reads both after the step (its one host wait, in the parent, so that a worker replies as
+soon as its step is queued), and only when the first is False asks the shard which envs and values
 (``check_step``). Non-finite actions are therefore found after the step: the task is given them with NaN and inf
 replaced by 0, and the env raises a ``ValueError`` naming the envs with every shard still in step.
 
 In process with ``copy=True`` the env clones what it hands out, so the shard does not copy into its buffers first: it
 points them at the task's output tensors (``ShardSpec.outputs_by_reference``).
 
-Resets go to the task as boolean masks, so that the host never looks at which envs are done; under NEXT_STEP the
-previous step's "any env done", copied to the host without a wait, lets a step after which no env finished skip the
-reset (a Genesis ``set_qpos`` costs about a third of a ``scene.step``'s host time).
+Resets go to the task as boolean masks, so that the host never looks at which envs are done. The previous step's
+"any env done", copied to the host without a wait, lets steps skip resets that would change nothing (a Genesis
+``set_qpos`` costs about a third of a ``scene.step``'s host time): under NEXT_STEP a step after one in which no env
+finished resets nothing; under SAME_STEP a step after one in which some env finished (nearly every step of a large
+batch) resets by its ``done`` mask without looking, and only a step after a quiet one waits for its own flag, so
+that a step in which no env finished resets nothing.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from gymnasium.vector import AutoresetMode
 from gs_gym.errors import NonFiniteObservationError, TaskOutputError
 from gs_gym.tasks.base import Task, TaskConfig, TaskContext
 from gs_gym.tasks.runtime import KERNEL_CACHE, init_genesis
-from gs_gym.transport.buffers import Handshake, ShardBuffers, SyncEvents
+from gs_gym.transport.buffers import ALL_FINITE, ANY_DONE, Handshake, ShardBuffers, SyncEvents
 from gs_gym.vector.flags import HostFlag
 
 IMPORTING_GENESIS = "importing genesis"
@@ -68,9 +71,10 @@ class ShardSpec:
     host_buffers: bool = False
     """Keep the buffers in host memory even when the simulation runs on a GPU (one copy each way per step)."""
     check_actions: bool = True
-    """Give the task NaN and inf actions as 0; ``all_finite`` covers them and ``check_step`` names the envs."""
+    """Give the task NaN and inf actions as 0; the ``ALL_FINITE`` step flag covers them and ``check_step`` names the
+    envs."""
     check_observations: bool = True
-    """``all_finite`` covers the step's observations and rewards, and ``check_step`` raises
+    """The ``ALL_FINITE`` step flag covers the step's observations and rewards, and ``check_step`` raises
     ``NonFiniteObservationError`` for them; a reset raises it at once."""
     genesis_logging_level: str = "warning"
     """``gs.init(logging_level=...)``: what Genesis itself prints (in a worker: through the worker's output)."""
@@ -80,14 +84,6 @@ class ShardSpec:
     """Point the output buffers at the task's own output tensors instead of copying into them. Only where nothing but
     this process reads the buffers and the env clones what it hands out (in process, ``copy=True``): a copy here
     would be a second one. The buffers then hold tensors the task may reuse, so nothing may write into them."""
-
-
-@dataclasses.dataclass(frozen=True)
-class StepOutcome:
-    """What a step tells the parent beyond its buffers."""
-
-    any_done: bool | None = None
-    """Whether some env finished (SAME_STEP only, else None)."""
 
 
 def check_output(
@@ -146,7 +142,7 @@ class EnvShard:
         self._needs_reset = torch.zeros(spec.num_envs, dtype=torch.bool, device=self.device)
         """NEXT_STEP: the envs that finished in the last step, reset at the start of the next."""
         self._any_done = HostFlag(self.device, initial=True)
-        """Whether some env finished in the last step: read at the next step (NEXT_STEP: no env, no reset work)."""
+        """Whether some env finished in the last step, polled at the next (see the module docstring)."""
         self._all = torch.ones(spec.num_envs, dtype=torch.bool, device=self.device)
         self._none = torch.zeros(spec.num_envs, dtype=torch.bool, device=self.device)
         self._zero_rewards = torch.zeros(spec.num_envs, device=self.device)
@@ -188,7 +184,7 @@ class EnvShard:
         self._publish(observations=observations, rewards=self._zero_rewards, terminated=none, truncated=none)
         self._release_to_parent()
 
-    def step(self) -> StepOutcome:
+    def step(self) -> None:
         """Apply ``buffers.actions``, advance one control step and write the results under the autoreset mode."""
         self._await_parent()
         task, mode, steps = self.task, self.spec.autoreset_mode, self.context.episode_steps
@@ -217,26 +213,26 @@ class EnvShard:
             truncated = truncated & kept
         self._flag_non_finite(observations, rewards, actions)
         done = terminated | truncated
-        if mode != AutoresetMode.DISABLED:
+        if next_step:
             self._any_done.start(done.any())
-        any_done: bool | None = None
-        if mode == AutoresetMode.SAME_STEP:
-            any_done = self._any_done.read()
+            self._needs_reset = done
+        elif mode == AutoresetMode.SAME_STEP:
+            any_done = self._set_flag(ANY_DONE, torch.any, done)
+            resets = self._any_done.poll(default=True)  # the last step's: see the module docstring
+            self._any_done.start(any_done)
+            resets = resets or self._any_done.read()
             # by reference, a copy only when the reset may make the task write new observations into the same tensor
-            by_reference = any_done and self.spec.outputs_by_reference
+            by_reference = resets and self.spec.outputs_by_reference
             self._publish(final_observations=observations.clone() if by_reference else observations)
-            if any_done:
+            if resets:
                 self._reset(done)
                 task.read_state()
                 observations = task.observe()
-        if next_step:
-            self._needs_reset = done
         self._publish(observations=observations, rewards=rewards, terminated=terminated, truncated=truncated)
         self._release_to_parent()
-        return StepOutcome(any_done=any_done)
 
     def check_step(self) -> tuple[int, ...]:
-        """What made the last step's ``all_finite`` False, from the values it left in the buffers: raise
+        """What made the last step's ``ALL_FINITE`` flag False, from the values it left in the buffers: raise
         ``NonFiniteObservationError`` naming the hook and the envs (``check_observations``); else the global indices
         of the envs whose actions held NaN or inf (``check_actions``; the task got them as 0). Empty when every
         value is finite (a float32 overflow of a sum of finite values also clears the flag)."""
@@ -307,19 +303,25 @@ class EnvShard:
                 getattr(self.buffers, name).copy_(value)
 
     def _flag_non_finite(self, observations: torch.Tensor, rewards: torch.Tensor, actions: torch.Tensor) -> None:
-        """Write into ``buffers.all_finite`` whether the values the checks that are on cover are all finite, without
-        waiting, in four kernels: the sum of all of them is finite unless one is NaN or inf (or finite values
+        """Set the ``ALL_FINITE`` step flag to whether the values the checks that are on cover are all finite,
+        without waiting, in four kernels: the sum of all of them is finite unless one is NaN or inf (or finite values
         overflow float32, which ``check_step`` then clears), and ``sum * 0 == 0`` tells."""
         parts = [observations.reshape(-1), rewards] if self.spec.check_observations else []
         if self.spec.check_actions:
             parts.append(actions.reshape(-1))
-        if not parts:
-            return
-        flag = self.buffers.all_finite
-        if flag.device.type == self.device.type:
-            torch.eq(torch.cat(parts).sum() * 0, 0, out=flag)
-        else:  # host_buffers on a GPU: copied to the host, a wait like the other host buffers' copies
-            flag.copy_(torch.cat(parts).sum() * 0 == 0)
+        if parts:
+            self._set_flag(ALL_FINITE, torch.eq, torch.cat(parts).sum() * 0, 0)
+
+    def _set_flag(self, position: int, op: Callable[..., torch.Tensor], *args: Any) -> torch.Tensor:
+        """Compute the 0-d bool ``op(*args)`` into ``buffers.step_flags[position]`` (``op`` takes ``out``): one
+        kernel, no wait. With ``host_buffers`` on a GPU it is computed on the GPU and copied to the host, a wait like
+        the other host buffers' copies. Returns the flag on the shard's device."""
+        flag = self.buffers.step_flags[position]
+        if flag.device == self.device:
+            return op(*args, out=flag)
+        value = op(*args)
+        flag.copy_(value)
+        return value
 
     def _raise_non_finite(self, observations: torch.Tensor, rewards: torch.Tensor | None) -> None:
         """Raise ``NonFiniteObservationError`` naming the hook and the envs (nothing when every value is finite)."""

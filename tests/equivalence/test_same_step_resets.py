@@ -1,0 +1,58 @@
+"""SAME_STEP autoreset is a step and then ``reset(options={"reset_mask": done})``, whatever the shard skips.
+
+The shard resets by the ``done`` mask without looking after a step in which some env finished, so many steps reset
+with a mask that selects no env; that must change nothing (no random draw, no state). The reference here is the
+DISABLED env, reset by its user through the ``reset`` command.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from tests.conftest import NUM_ENVS
+
+STEPS = 40
+
+
+def same_step_rollout(env, seed: int) -> list[tuple[torch.Tensor, ...]]:
+    """Per step: observations, rewards, terminated, truncated, and the final observations (or None)."""
+    generator = torch.Generator().manual_seed(seed)
+    env.reset(seed=seed)
+    trace = []
+    for _ in range(STEPS):
+        obs, rewards, terminated, truncated, info = env.step(torch.rand(NUM_ENVS, 1, generator=generator) * 2 - 1)
+        trace.append((obs, rewards, terminated, truncated, info.get("final_obs")))
+    return trace
+
+
+def disabled_rollout_reset_by_hand(env, seed: int) -> list[tuple[torch.Tensor, ...]]:
+    generator = torch.Generator().manual_seed(seed)
+    env.reset(seed=seed)
+    trace = []
+    for _ in range(STEPS):
+        obs, rewards, terminated, truncated, _ = env.step(torch.rand(NUM_ENVS, 1, generator=generator) * 2 - 1)
+        done = terminated | truncated
+        final = None
+        if done.any():
+            final = obs
+            obs, _ = env.reset(options={"reset_mask": done.numpy()})
+        trace.append((obs, rewards, terminated, truncated, final))
+    return trace
+
+
+@pytest.mark.parametrize("num_workers", [0, 1, 2])
+def test_same_step_equals_disabled_with_resets_by_hand(shared_env, num_workers):
+    reference = disabled_rollout_reset_by_hand(shared_env(0, "disabled"), seed=5)
+    dones = [bool((step[2] | step[3]).any()) for step in reference]
+    # the case that matters: a step with no env done right after one with some (reset by a mask of no env)
+    assert any(before and not now for before, now in itertools.pairwise(dones))
+    trace = same_step_rollout(shared_env(num_workers, "same_step"), seed=5)
+    for index, (got, want) in enumerate(zip(trace, reference, strict=True)):
+        for name, a, b in zip(("obs", "rewards", "terminated", "truncated"), got, want, strict=False):
+            assert torch.equal(a, b), f"step {index}: {name} differs from the reset by hand"
+        assert (got[4] is None) == (want[4] is None), f"step {index}: final_obs present={got[4] is not None}"
+        if want[4] is not None:
+            assert torch.equal(got[4], want[4]), f"step {index}: final_obs differs"
