@@ -3,7 +3,7 @@
 CPU tensors move to shared memory and travel as file descriptors (torch's multiprocessing reductions). CUDA tensors
 travel as CUDA IPC handles; the parent reopens each on *its* index of the worker's GPU, found by UUID, because a
 tensor rebuilt from a child with a narrower ``CUDA_VISIBLE_DEVICES`` would otherwise keep the child's index
-(pytorch issue 149196). Nothing here runs per step.
+(pytorch issue 149196). Per step only the events below and ``OpenedShard.step_flags`` run.
 
 CUDA buffers come with two interprocess events, so that neither process waits on the host for the other's GPU work:
 the parent records ``parent_done`` after writing the actions (and after its last read of the outputs) and before it
@@ -41,9 +41,11 @@ class ShardBuffers:
     final_observations: torch.Tensor
     """Observations before autoreset (SAME_STEP): equal to ``observations`` except for envs that were reset."""
     step_flags: torch.Tensor
-    """bool ``(2,)``: what the last step found, at ``ALL_FINITE`` (the values the checks cover were all finite) and
-    ``ANY_DONE`` (some env finished; SAME_STEP only). The parent reads both at once after the step's reply, so that
-    the step's one host wait happens there, not in the worker (``gs_gym.vector.shard``)."""
+    """bool ``(2,)`` in host memory: what the last step found, at ``ALL_FINITE`` (the values the checks cover were all
+    finite) and ``ANY_DONE`` (some env finished; SAME_STEP only). The shard computes them on its device and copies
+    them here at the end of the step; with CUDA buffers this memory is page-locked (``lock_step_flags``), so that the
+    copy does not wait either. The parent reads them after the step's reply (``OpenedShard.step_flags``): the step's
+    one host wait happens there, and waits on the worker's own event, with no work of the parent's on the GPU."""
 
     @classmethod
     def allocate(
@@ -59,7 +61,7 @@ class ShardBuffers:
             terminated=zeros(num_envs, dtype=torch.bool),
             truncated=zeros(num_envs, dtype=torch.bool),
             final_observations=zeros(num_envs, *obs_shape),
-            step_flags=torch.tensor([True, False], device=device),
+            step_flags=torch.tensor([True, False]),
         )
 
     def tensors(self) -> dict[str, torch.Tensor]:
@@ -71,20 +73,25 @@ class ShardBuffers:
             if tensor.device.type == "cpu":
                 tensor.share_memory_()
 
+    def lock_step_flags(self) -> None:
+        """Page-lock ``step_flags`` in place (after ``share``: the shared pages themselves), so that a copy from the
+        GPU into it is asynchronous. Only for CUDA buffers, whose events tell when the copy has landed; with host
+        buffers the flags' copy must land before the worker replies, as the other outputs' do."""
+        flags = self.step_flags
+        if not flags.is_shared():
+            self.step_flags = flags.pin_memory()
+            return
+        error = int(torch.cuda.cudart().cudaHostRegister(flags.data_ptr(), flags.untyped_storage().nbytes(), 0))
+        if error:
+            raise RuntimeError(f"cudaHostRegister of the shared step flags failed with cudaError {error}")
+
 
 @dataclasses.dataclass(frozen=True)
 class StepFlags:
-    """``ShardBuffers.step_flags`` on the host."""
+    """``ShardBuffers.step_flags`` as Python bools."""
 
     all_finite: bool
     any_done: bool
-
-    @classmethod
-    def read(cls, buffers: ShardBuffers) -> StepFlags:
-        """Both flags in one copy to the host, which waits for the step that wrote them (in the parent: after
-        ``OpenedShard.acquire``)."""
-        all_finite, any_done = buffers.step_flags.tolist()
-        return cls(all_finite, any_done)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,6 +158,18 @@ class OpenedShard:
         if self.events is not None:
             device = self.buffers.actions.device
             self.events.parent_done.record(torch.cuda.current_stream(device))
+
+    def step_flags(self) -> StepFlags:
+        """The last step's flags, once they have landed: this process's host waits for the worker's ``worker_done``
+        event (CUDA IPC; nothing of this process's on the GPU comes first), or in process for the device's current
+        stream, which ran the step; host buffers are written before the reply."""
+        buffers = self.buffers
+        if self.events is not None:
+            self.events.worker_done.synchronize()
+        elif buffers.actions.device.type == "cuda":
+            torch.cuda.current_stream(buffers.actions.device).synchronize()
+        all_finite, any_done = buffers.step_flags.tolist()
+        return StepFlags(all_finite, any_done)
 
     def acquire(self) -> None:
         """After such a command's reply: this process's stream reads the outputs only once the worker's writes are

@@ -199,11 +199,12 @@ class GenesisVectorEnv(VectorEnv):
 
     def _read_step_flags(self, shards: Sequence[OpenedShard]) -> list[StepFlags]:
         """Each shard's ``StepFlags``: with the checks on or under SAME_STEP the step's one host wait, here rather
-        than in the workers so that they reply as soon as the step is queued, and behind the gathers above on this
-        process's stream. Otherwise no wait: flags that say nothing."""
+        than in the workers so that they reply as soon as the step is queued. For a CUDA worker it waits on the
+        worker's own event, not on this process's stream: the gathers queued above run once it fires, and no work of
+        this process's needs the GPU before the host goes on. Otherwise no wait: flags that say nothing."""
         options = self.options
         if options.check_actions or options.check_observations or self.autoreset_mode == AutoresetMode.SAME_STEP:
-            return [StepFlags.read(shard.buffers) for shard in shards]
+            return [shard.step_flags() for shard in shards]
         return [StepFlags(all_finite=True, any_done=False)] * len(shards)
 
     def _check_step(self, flags: Sequence[StepFlags]) -> None:

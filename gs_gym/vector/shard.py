@@ -5,10 +5,11 @@ process, or in the parent for the in-process reference, and behaves identically 
 results written to its preallocated ``ShardBuffers``, and the autoreset mode is applied here, next to the
 simulation, so that a step costs one round trip whatever the mode.
 
-A step writes what the parent must know into two device flags (``ShardBuffers.step_flags``): whether the values
-``check_actions`` and ``check_observations`` (both on by default) cover were all finite, and under SAME_STEP whether
-some env finished. The env reads both after the step (its one host wait, in the parent, so that a worker replies as
-soon as its step is queued), and only when the first is False asks the shard which envs and values
+A step computes what the parent must know as two flags on its device and copies them, without a wait, into host
+memory (``ShardBuffers.step_flags``): whether the values ``check_actions`` and ``check_observations`` (both on by
+default) cover were all finite, and under SAME_STEP whether some env finished. The env reads both after the step
+(its one host wait, in the parent, so that a worker replies as soon as its step is queued), and only when the first
+is False asks the shard which envs and values
 (``check_step``). Non-finite actions are therefore found after the step: the task is given them with NaN and inf
 replaced by 0, and the env raises a ``ValueError`` naming the envs with every shard still in step.
 
@@ -138,6 +139,14 @@ class EnvShard:
             self.buffers.share()
             if buffer_device.type == "cuda":
                 self.events = SyncEvents.create()
+        if buffer_device.type == "cuda":
+            self.buffers.lock_step_flags()
+        on_device = self.buffers.step_flags.device == self.device
+        self._flags = self.buffers.step_flags if on_device else torch.tensor([True, False], device=self.device)
+        """The step flags as the step computes them, copied to ``buffers.step_flags`` at its end (unless they are
+        the same tensor: the CPU backend)."""
+        writes_flags = spec.check_actions or spec.check_observations or spec.autoreset_mode == AutoresetMode.SAME_STEP
+        self._copies_flags = writes_flags and not on_device
         self._max_steps = spec.config.max_episode_steps
         self._needs_reset = torch.zeros(spec.num_envs, dtype=torch.bool, device=self.device)
         """NEXT_STEP: the envs that finished in the last step, reset at the start of the next."""
@@ -229,6 +238,8 @@ class EnvShard:
                 task.read_state()
                 observations = task.observe()
         self._publish(observations=observations, rewards=rewards, terminated=terminated, truncated=truncated)
+        if self._copies_flags:
+            self.buffers.step_flags.copy_(self._flags, non_blocking=True)
         self._release_to_parent()
 
     def check_step(self) -> tuple[int, ...]:
@@ -313,15 +324,9 @@ class EnvShard:
             self._set_flag(ALL_FINITE, torch.eq, torch.cat(parts).sum() * 0, 0)
 
     def _set_flag(self, position: int, op: Callable[..., torch.Tensor], *args: Any) -> torch.Tensor:
-        """Compute the 0-d bool ``op(*args)`` into ``buffers.step_flags[position]`` (``op`` takes ``out``): one
-        kernel, no wait. With ``host_buffers`` on a GPU it is computed on the GPU and copied to the host, a wait like
-        the other host buffers' copies. Returns the flag on the shard's device."""
-        flag = self.buffers.step_flags[position]
-        if flag.device == self.device:
-            return op(*args, out=flag)
-        value = op(*args)
-        flag.copy_(value)
-        return value
+        """Compute the 0-d bool ``op(*args)`` (``op`` takes ``out``) into step flag ``position``, on the shard's
+        device: one kernel, no wait. Returns it."""
+        return op(*args, out=self._flags[position])
 
     def _raise_non_finite(self, observations: torch.Tensor, rewards: torch.Tensor | None) -> None:
         """Raise ``NonFiniteObservationError`` naming the hook and the envs (nothing when every value is finite)."""

@@ -1,5 +1,6 @@
 """SAME_STEP on a real GPU (skipped without CUDA): whether the shard resets by mask without looking or waits for
-"any env done" depends on how far the GPU has got (``gs_gym.vector.shard``); the results must not."""
+"any env done" depends on how far the GPU has got (``gs_gym.vector.shard``), and the parent learns "any env done"
+from step flags copied into page-locked host memory, waiting on the worker's event; the results must not differ."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def test_same_step_equals_disabled_with_resets_by_hand():
         reference_env.close()
     assert any(before and not now for before, now in itertools.pairwise(reference_finals))
     for name, workers in (("in-process", {"num_workers": 0}), ("1 worker", {"num_workers": 1}),
-                          ("2 workers on GPU 0", {"num_workers": 2, "devices": [0]})):  # fmt: skip
+                          ("2 workers on GPU 0", {"num_workers": 2, "devices": [0]}),
+                          ("1 worker, host buffers", {"num_workers": 1, "host_buffers": True})):  # fmt: skip
         env = GenesisVectorEnv(NUM_ENVS, autoreset_mode="same_step", **workers, **KWARGS)
         try:
             got, finals = rollout(env, reset_by_hand=False)
