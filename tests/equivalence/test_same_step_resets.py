@@ -17,26 +17,17 @@ from tests.conftest import NUM_ENVS
 STEPS = 40
 
 
-def same_step_rollout(env, seed: int) -> list[tuple[torch.Tensor, ...]]:
-    """Per step: observations, rewards, terminated, truncated, and the final observations (or None)."""
+def rollout(env, seed: int, reset_by_hand: bool) -> list[tuple[torch.Tensor | None, ...]]:
+    """Per step: observations, rewards, terminated, truncated, and the final observations (or None): from SAME_STEP's
+    ``info``, or (``reset_by_hand``) the step's observations, replaced by ``reset``'s for the envs that finished."""
     generator = torch.Generator().manual_seed(seed)
     env.reset(seed=seed)
     trace = []
     for _ in range(STEPS):
         obs, rewards, terminated, truncated, info = env.step(torch.rand(NUM_ENVS, 1, generator=generator) * 2 - 1)
-        trace.append((obs, rewards, terminated, truncated, info.get("final_obs")))
-    return trace
-
-
-def disabled_rollout_reset_by_hand(env, seed: int) -> list[tuple[torch.Tensor, ...]]:
-    generator = torch.Generator().manual_seed(seed)
-    env.reset(seed=seed)
-    trace = []
-    for _ in range(STEPS):
-        obs, rewards, terminated, truncated, _ = env.step(torch.rand(NUM_ENVS, 1, generator=generator) * 2 - 1)
         done = terminated | truncated
-        final = None
-        if done.any():
+        final = info.get("final_obs")
+        if reset_by_hand and done.any():
             final = obs
             obs, _ = env.reset(options={"reset_mask": done.numpy()})
         trace.append((obs, rewards, terminated, truncated, final))
@@ -45,11 +36,11 @@ def disabled_rollout_reset_by_hand(env, seed: int) -> list[tuple[torch.Tensor, .
 
 @pytest.mark.parametrize("num_workers", [0, 1, 2])
 def test_same_step_equals_disabled_with_resets_by_hand(shared_env, num_workers):
-    reference = disabled_rollout_reset_by_hand(shared_env(0, "disabled"), seed=5)
+    reference = rollout(shared_env(0, "disabled"), seed=5, reset_by_hand=True)
     dones = [bool((step[2] | step[3]).any()) for step in reference]
     # the case that matters: a step with no env done right after one with some (reset by a mask of no env)
     assert any(before and not now for before, now in itertools.pairwise(dones))
-    trace = same_step_rollout(shared_env(num_workers, "same_step"), seed=5)
+    trace = rollout(shared_env(num_workers, "same_step"), seed=5, reset_by_hand=False)
     for index, (got, want) in enumerate(zip(trace, reference, strict=True)):
         for name, a, b in zip(("obs", "rewards", "terminated", "truncated"), got, want, strict=False):
             assert torch.equal(a, b), f"step {index}: {name} differs from the reset by hand"
