@@ -140,11 +140,12 @@ one-call)
     python3 -m pytest tests/gpu -q -p no:cacheprovider 2>&1 | quiet > "$out/gpu-tests.log"
     wait
     tail -n 8 "$out/gpu-tests.log"
+    card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | grep -o "H[0-9]00" | tr H h)
     left=$(( ${GS_CALL_SECONDS:-585} - ($(date +%s) - start) ))
     echo "tests and build took $(( $(date +%s) - start )) s; ${left} s left for go2-walk"
     timeout "$left" python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" b-samestep c-samestep \
         --repeats 7 --steps 100 \
-        --out "$out/go2-vs-reference-h200.json" 2>&1 | quiet | tee "$out/go2-vs-reference.log" | tail -16
+        --out "$out/go2-vs-reference-${card:-gpu}.json" 2>&1 | quiet | tee "$out/go2-vs-reference.log" | tail -16
     ;;
 parent-wait)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
