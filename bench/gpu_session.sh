@@ -28,7 +28,7 @@
 #   bash bench/gpu_session.sh parent-wait  # go2-walk a b c d b' b-nochecks c-nochecks and franka-reach b c d b',
 #                                          # 11 rounds each
 #   bash bench/gpu_session.sh one-call  # with little device time: tests/gpu beside go2-walk's build, then go2-walk
-#                                       # a b c d b' b-samestep c-samestep in 7 rounds, within one device call
+#                                       # a b c d b' c-nochecks c-samestep in 7 rounds, within one device call
 #   bash bench/gpu_session.sh rsl-rl    # examples/rsl_rl_go2.py: gs_gym default, reference env, gs_gym in process
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
@@ -131,7 +131,7 @@ checks)
     ;;
 one-call)
     # one device call (10 minutes) when little device time is left: pytest tests/gpu beside go2-walk's first
-    # build, then go2-walk a b c d b' and SAME_STEP in and out of process, 7 rounds, for what time remains (the log
+    # build, then go2-walk a b c d b', c without the checks and with SAME_STEP, 7 rounds, for what time remains (the log
     # keeps what finished)
     start=$(date +%s)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
@@ -143,7 +143,7 @@ one-call)
     card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | grep -o "H[0-9]00" | tr H h)
     left=$(( ${GS_CALL_SECONDS:-585} - ($(date +%s) - start) ))
     echo "tests and build took $(( $(date +%s) - start )) s; ${left} s left for go2-walk"
-    timeout "$left" python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" b-samestep c-samestep \
+    timeout "$left" python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" c-nochecks c-samestep \
         --repeats 7 --steps 100 \
         --out "$out/go2-vs-reference-${card:-gpu}.json" 2>&1 | quiet | tee "$out/go2-vs-reference.log" | tail -16
     ;;
