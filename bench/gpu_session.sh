@@ -34,6 +34,8 @@
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
+card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 | grep -o "H[0-9]00" | tr H h)
+card=${card:-gpu}  # results are named after the card they ran on (h100, h200)
 phase=${1:?phase: warm, measure, profile, spin, tests, train, warm-v2, go2, franka or first-step}; shift
 quiet() { grep -v "frontend_ir\|Graphical python\|^\[Quadrants\]"; }
 
@@ -74,7 +76,7 @@ measure)
         for mode in 0 1; do $perf --task $task --n-envs 4096 --performance-mode $mode 2>&1 | quiet | tail -1; done
     done
     python3 bench/transport.py --n-envs 64 4096 16384 1024 --seconds 0.5 --label "default (no MPS)" \
-        --out "$out/transport-h200.json" 2>&1 | quiet > "$out/transport.log"
+        --out "$out/transport-${card}.json" 2>&1 | quiet > "$out/transport.log"
     tail -n 12 "$out/transport-mps.log" 2>/dev/null
     tail -n 20 "$out/transport.log"
     python3 bench/performance_mode.py --table "$out/performance_mode.jsonl"
@@ -105,29 +107,29 @@ worker-gap)
     # priority order: each step writes its JSON to $out as it finishes, so a call cut short keeps what ran
     lscpu | grep -E "^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA)" | tee "$out/lscpu.txt"
     gap="timeout 150 python3 bench/go2_vs_reference.py --tasks go2-walk --hook-timers --repeats 5 --steps 200"
-    $gap --paths b c --out "$out/go2-hooks-h200.json" 2>&1 | quiet | tail -16
-    $gap --paths c --out "$out/go2-hooks-c-alone-h200.json" 2>&1 | quiet | tail -8  # no Genesis in the parent
+    $gap --paths b c --out "$out/go2-hooks-${card}.json" 2>&1 | quiet | tail -16
+    $gap --paths c --out "$out/go2-hooks-c-alone-${card}.json" 2>&1 | quiet | tail -8  # no Genesis in the parent
     if [ -f .xfer/c/torch-first.patch ]; then  # the worker starts torch's CUDA context before quadrants
         patch -p1 < .xfer/c/torch-first.patch
-        $gap --paths c --out "$out/go2-hooks-c-alone-torch-first-h200.json" 2>&1 | quiet | tail -8
+        $gap --paths c --out "$out/go2-hooks-c-alone-torch-first-${card}.json" 2>&1 | quiet | tail -8
         patch -R -p1 < .xfer/c/torch-first.patch
     fi
     timeout 120 python3 bench/cuda_contexts.py 2>&1 | quiet | tail -3 | tee "$out/cuda-contexts.txt"
     if mps_start; then
-        $gap --paths b c --out "$out/go2-hooks-mps-h200.json" 2>&1 | quiet | tail -16
+        $gap --paths b c --out "$out/go2-hooks-mps-${card}.json" 2>&1 | quiet | tail -16
         mps_stop
     fi
     ;;
 final)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
     python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" --repeats 11 --steps 100 \
-        --out "$out/go2-vs-reference-h200.json" 2>&1 | quiet | tee "$out/go2-vs-reference.log" | tail -14
+        --out "$out/go2-vs-reference-${card}.json" 2>&1 | quiet | tee "$out/go2-vs-reference.log" | tail -14
     python3 bench/go2_vs_reference.py --tasks franka-reach --paths b c d "b'" --repeats 11 --steps 100 --merge \
-        --out "$out/go2-vs-reference-h200.json" 2>&1 | quiet | tee "$out/franka-vs-raw.log" | tail -12
+        --out "$out/go2-vs-reference-${card}.json" 2>&1 | quiet | tee "$out/franka-vs-raw.log" | tail -12
     ;;
 checks)
     python3 bench/go2_vs_reference.py --tasks go2-walk --paths b b-nochecks d "b'" c-nochecks --repeats 9 --steps 100 \
-        --count-steps 2 --profile-steps 2 --out "$out/go2-checks-h200.json" 2>&1 | quiet | tail -14
+        --count-steps 2 --profile-steps 2 --out "$out/go2-checks-${card}.json" 2>&1 | quiet | tail -14
     ;;
 one-call)
     # one device call (10 minutes) when little device time is left: pytest tests/gpu beside go2-walk's first
@@ -140,24 +142,23 @@ one-call)
     python3 -m pytest tests/gpu -q -p no:cacheprovider 2>&1 | quiet > "$out/gpu-tests.log"
     wait
     tail -n 8 "$out/gpu-tests.log"
-    card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | grep -o "H[0-9]00" | tr H h)
     left=$(( ${GS_CALL_SECONDS:-585} - ($(date +%s) - start) ))
     echo "tests and build took $(( $(date +%s) - start )) s; ${left} s left for go2-walk"
     timeout "$left" python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" c-nochecks c-samestep \
         --repeats 7 --steps 100 \
-        --out "$out/go2-vs-reference-${card:-gpu}.json" 2>&1 | quiet | tee "$out/go2-vs-reference.log" | tail -16
+        --out "$out/go2-vs-reference-${card}.json" 2>&1 | quiet | tee "$out/go2-vs-reference.log" | tail -16
     ;;
 parent-wait)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
     python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" b-nochecks c-nochecks --repeats 11 \
-        --steps 100 --out "$out/go2-vs-reference-h200.json" 2>&1 | quiet | tee "$out/go2-vs-reference.log" | tail -16
+        --steps 100 --out "$out/go2-vs-reference-${card}.json" 2>&1 | quiet | tee "$out/go2-vs-reference.log" | tail -16
     python3 bench/go2_vs_reference.py --tasks franka-reach --paths b c d "b'" --repeats 11 --steps 100 --merge \
-        --out "$out/go2-vs-reference-h200.json" 2>&1 | quiet | tee "$out/franka-vs-raw.log" | tail -12
+        --out "$out/go2-vs-reference-${card}.json" 2>&1 | quiet | tee "$out/franka-vs-raw.log" | tail -12
     ;;
 wait-profile)
     # how long the step's host syncs block the process that runs the task, in process and in the worker
     python3 bench/go2_vs_reference.py --tasks go2-walk --paths b c c-nochecks --hook-timers --repeats 5 --steps 100 \
-        --profile-steps 20 --out "$out/go2-wait-profile-h200.json" 2>&1 | quiet | tail -16
+        --profile-steps 20 --out "$out/go2-wait-profile-${card}.json" 2>&1 | quiet | tail -16
     ;;
 video)
     export PYOPENGL_PLATFORM=egl
@@ -174,7 +175,7 @@ rsl-rl)
         name=$(echo "$run" | sed 's/ --num-workers 1//; s/ --num-workers 0/-inprocess/')
         python3 examples/rsl_rl_go2.py --env $run --out "/tmp/rsl_rl_go2-$name" 2>&1 | quiet \
             > "$out/rsl_rl_go2-$name.log"
-        cp "/tmp/rsl_rl_go2-$name/curve.json" "$out/rsl_rl_go2-$name-h200.json"; tail -n 4 "$out/rsl_rl_go2-$name.log"
+        cp "/tmp/rsl_rl_go2-$name/curve.json" "$out/rsl_rl_go2-$name-${card}.json"; tail -n 4 "$out/rsl_rl_go2-$name.log"
     done
     ;;
 warm-go2)
@@ -190,17 +191,17 @@ warm-go2)
     tail -n 3 "$out/warm-go2.log" "$out/warm-franka.log"; tail -n 15 "$out/gpu-tests.log"
     ;;
 go2)
-    python3 bench/go2_vs_reference.py --tasks go2-walk --out "$out/go2-vs-reference-h200.json" 2>&1 | quiet \
+    python3 bench/go2_vs_reference.py --tasks go2-walk --out "$out/go2-vs-reference-${card}.json" 2>&1 | quiet \
         | tee "$out/go2-vs-reference.log" | tail -30
     ;;
 franka)
-    python3 bench/go2_vs_reference.py --tasks franka-reach --out "$out/franka-vs-raw-h200.json" 2>&1 \
+    python3 bench/go2_vs_reference.py --tasks franka-reach --out "$out/franka-vs-raw-${card}.json" 2>&1 \
         | quiet | tee "$out/franka-vs-raw.log" | tail -20
     python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c --action-scale 0.1 \
-        --out "$out/go2-vs-reference-scale0.1-h200.json" 2>&1 | quiet | tee "$out/go2-scale0.1.log" | tail -20
+        --out "$out/go2-vs-reference-scale0.1-${card}.json" 2>&1 | quiet | tee "$out/go2-scale0.1.log" | tail -20
     ;;
 first-step)
-    python3 bench/time_to_first_step.py --backend gpu --warm-runs 2 --out "$out/time-to-first-step-h200.json" 2>&1 \
+    python3 bench/time_to_first_step.py --backend gpu --warm-runs 2 --out "$out/time-to-first-step-${card}.json" 2>&1 \
         | quiet | tail -20
     ;;
 tests)
