@@ -82,18 +82,28 @@ def wait_until_reaped(pids: list[int], timeout: float = 60.0) -> list[int]:
 
 
 class Driver:
-    """A separate Python process running ``script`` (which builds an env and prints ``pids <pid> ...``)."""
+    """A separate Python process running ``script``, which builds an env, prints ``pids <pid> ...``, and then waits
+    for a line on its stdin before it starts stepping (``start``): a driver built ahead of its test (``prebuilt``)
+    must not keep the machine's cores busy while earlier tests run."""
 
     def __init__(self, script: str, timeout: float = 600.0) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-c", script],
             cwd=REPO,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,  # its own process group, as a terminal gives a program (Ctrl-C reaches all)
         )
         self.worker_pids = [int(pid) for pid in self._read_line("pids ", timeout).split()[1:]]
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Let the script go on, and return once it prints ``stepping`` (its workers are in their step loop)."""
+        assert self.process.stdin is not None
+        self.process.stdin.write("go\n")
+        self.process.stdin.flush()
+        self._read_line("stepping", timeout)
 
     def _read_line(self, prefix: str, timeout: float) -> str:
         deadline = time.monotonic() + timeout

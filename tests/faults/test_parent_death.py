@@ -13,6 +13,7 @@ from tests.faults.conftest import Driver, wait_until_gone
 DRIVER = textwrap.dedent(
     """
     import signal
+    import sys
     import torch
     from gs_gym import GenesisVectorEnv
 
@@ -24,7 +25,10 @@ DRIVER = textwrap.dedent(
                                forward_output=False, step_timeout=None)
         env.reset(seed=0)
         print("pids", *env.worker_pids, flush=True)
+        sys.stdin.readline()  # Driver.start: built ahead of its test, it waits here without using a core
         actions = torch.zeros({num_workers}, 1)
+        env.step(actions)
+        print("stepping", flush=True)
         while True:
             env.step(actions)
     """
@@ -38,6 +42,7 @@ RECIPES = {
 @pytest.mark.prebuilt("killed_driver")
 def test_workers_die_when_the_parent_is_killed(prebuilt):
     driver = prebuilt("killed_driver")
+    driver.start()
     assert len(driver.worker_pids) == 2 and wait_until_gone(driver.worker_pids, 0.0) == driver.worker_pids
     os.kill(driver.process.pid, signal.SIGKILL)
     driver.process.wait()
@@ -47,6 +52,7 @@ def test_workers_die_when_the_parent_is_killed(prebuilt):
 @pytest.mark.prebuilt("interrupted_driver")
 def test_ctrl_c_stops_the_parent_and_its_workers(prebuilt):
     driver = prebuilt("interrupted_driver")
+    driver.start()
     os.killpg(driver.process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the workers get it too
     _, stderr = driver.process.communicate(timeout=60)
     assert driver.process.returncode == -signal.SIGINT, stderr[-2000:]
