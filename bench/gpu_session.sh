@@ -133,8 +133,8 @@ checks)
     ;;
 one-call)
     # one device call (10 minutes) when little device time is left: pytest tests/gpu beside go2-walk's first
-    # build, then go2-walk a b c d b', c without the checks and with SAME_STEP, 7 rounds, for what time remains (the log
-    # keeps what finished)
+    # build, then go2-walk a b c d b', c without the checks and with SAME_STEP, 7 rounds, for what time remains
+    # (the log keeps what finished)
     start=$(date +%s)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
     python3 bench/performance_mode.py --cache cold --build-only --task go2-walk --n-envs 4096 --performance-mode 0 \
