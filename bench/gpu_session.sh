@@ -175,7 +175,8 @@ rsl-rl)
         name=$(echo "$run" | sed 's/ --num-workers 1//; s/ --num-workers 0/-inprocess/')
         python3 examples/rsl_rl_go2.py --env $run --out "/tmp/rsl_rl_go2-$name" 2>&1 | quiet \
             > "$out/rsl_rl_go2-$name.log"
-        cp "/tmp/rsl_rl_go2-$name/curve.json" "$out/rsl_rl_go2-$name-${card}.json"; tail -n 4 "$out/rsl_rl_go2-$name.log"
+        cp "/tmp/rsl_rl_go2-$name/curve.json" "$out/rsl_rl_go2-$name-${card}.json"
+        tail -n 4 "$out/rsl_rl_go2-$name.log"
     done
     ;;
 warm-go2)
