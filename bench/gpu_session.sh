@@ -30,6 +30,9 @@
 #   bash bench/gpu_session.sh one-call  # with little device time: tests/gpu beside go2-walk's build, then go2-walk
 #                                       # a b c d b' c-nochecks c-samestep in 7 rounds, within one device call
 #   bash bench/gpu_session.sh rsl-rl    # examples/rsl_rl_go2.py: gs_gym default, reference env, gs_gym in process
+#   bash bench/gpu_session.sh rsl-rl-profile  # bench/profile_rsl_rl.py: where a step of rsl_rl's rollout goes, on the
+#                                             # reference env (a), gs_gym in process (b) and one worker (c)
+#   bash bench/gpu_session.sh rsl-rl-frozen   # the same with the policy frozen, then b and c under CUDA MPS
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
 set -uo pipefail
@@ -178,6 +181,29 @@ rsl-rl)
         cp "/tmp/rsl_rl_go2-$name/curve.json" "$out/rsl_rl_go2-$name-${card}.json"
         tail -n 4 "$out/rsl_rl_go2-$name.log"
     done
+    ;;
+rsl-rl-profile)
+    # the reference env first: its scene compiles the kernels that go2-walk's builds then load
+    for run in "a reference" "b gs_gym --num-workers 0" "c gs_gym --num-workers 1"; do
+        set -- $run; path=$1; shift
+        python3 bench/profile_rsl_rl.py --env "$@" --out "$out/profile-rsl-rl-$path-${card}.json" 2>&1 | quiet \
+            > "$out/profile-rsl-rl-$path.log"
+        tail -n 16 "$out/profile-rsl-rl-$path.log"
+    done
+    python3 bench/profile_rsl_rl.py --table "$out"/profile-rsl-rl-?-"${card}".json
+    ;;
+rsl-rl-frozen)
+    # the same with the policy frozen (the same physics per step in every env), then b and c under CUDA MPS
+    for run in "a reference" "b gs_gym --num-workers 0" "c gs_gym --num-workers 1" \
+        "b-mps gs_gym --num-workers 0" "c-mps gs_gym --num-workers 1"; do
+        set -- $run; path=$1; shift
+        case $path in *-mps) mps_start >/dev/null; label="MPS on";; *) label="";; esac
+        python3 bench/profile_rsl_rl.py --env "$@" --frozen-policy --label "$label" --iterations 8 \
+            --out "$out/frozen-$path-${card}.json" 2>&1 | quiet > "$out/frozen-$path.log"
+        case $path in *-mps) mps_stop;; esac
+        tail -n 1 "$out/frozen-$path.log"
+    done
+    python3 bench/profile_rsl_rl.py --table "$out"/frozen-*-"${card}".json
     ;;
 warm-go2)
     if [ -f .xfer/c/qcache-h200.tgz ]; then mkdir -p ~/.cache && tar xzf .xfer/c/qcache-h200.tgz -C ~/.cache; fi

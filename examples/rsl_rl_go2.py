@@ -258,8 +258,20 @@ def mean(values: list[float | None]) -> float | None:
     return sum(present) / len(present) if present else None
 
 
-def main() -> None:
-    start = time.perf_counter()
+def make_env(args: argparse.Namespace) -> VecEnv:
+    """The rsl_rl ``VecEnv`` that ``args`` name (``--env``, ``--num-envs``, ``--backend``, ...)."""
+    if args.env == "gs_gym":
+        venv = GenesisVectorEnv(args.num_envs, Go2WalkEpisodeSums, backend=args.backend, num_workers=args.num_workers,
+                                seed=args.seed, output="torch", autoreset_mode="same_step",
+                                performance_mode=args.performance_mode, task_kwargs=args.task_kwargs)  # fmt: skip
+        return GsGymGo2(venv, report_every=args.num_steps_per_env, seed=args.seed)
+    from gs_gym.tasks.runtime import init_genesis
+
+    init_genesis(args.backend, performance_mode=args.performance_mode)
+    return ReferenceGo2(args.num_envs, Go2Walk.make_config(**args.task_kwargs), args.num_steps_per_env)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--env", choices=("gs_gym", "reference"), default="gs_gym")
     p.add_argument("--num-envs", type=int, default=4096)
@@ -271,22 +283,16 @@ def main() -> None:
     p.add_argument("--performance-mode", action="store_true", help="Genesis's performance_mode, in either env")
     p.add_argument("--task-kwargs", type=json.loads, default=TASK_KWARGS, help="go2-walk config overrides (JSON)")
     p.add_argument("--out", type=Path, default=None, help="default runs/rsl_rl_go2-<env>")
-    args = p.parse_args()
+    return p.parse_args(argv)
+
+
+def main() -> None:
+    start = time.perf_counter()
+    args = parse_args()
     out = args.out or Path("runs") / f"rsl_rl_go2-{args.env}"
     out.mkdir(parents=True, exist_ok=True)
-    config = Go2Walk.make_config(**args.task_kwargs)
     torch.manual_seed(args.seed)
-
-    if args.env == "gs_gym":
-        venv = GenesisVectorEnv(args.num_envs, Go2WalkEpisodeSums, backend=args.backend, num_workers=args.num_workers,
-                                seed=args.seed, output="torch", autoreset_mode="same_step",
-                                performance_mode=args.performance_mode, task_kwargs=args.task_kwargs)  # fmt: skip
-        env: VecEnv = GsGymGo2(venv, report_every=args.num_steps_per_env, seed=args.seed)
-    else:
-        from gs_gym.tasks.runtime import init_genesis
-
-        init_genesis(args.backend, performance_mode=args.performance_mode)
-        env = ReferenceGo2(args.num_envs, config, args.num_steps_per_env)
+    env = make_env(args)
     built = time.perf_counter()
 
     train_cfg = copy.deepcopy(TRAIN_CFG)
