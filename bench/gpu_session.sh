@@ -32,7 +32,7 @@
 #   bash bench/gpu_session.sh rsl-rl    # examples/rsl_rl_go2.py: gs_gym default, reference env, gs_gym in process
 #   bash bench/gpu_session.sh rsl-rl-profile  # bench/profile_rsl_rl.py: where a step of rsl_rl's rollout goes, on the
 #                                             # reference env (a), gs_gym in process (b) and one worker (c)
-#   bash bench/gpu_session.sh rsl-rl-frozen   # the same with the policy frozen, then b and c under CUDA MPS
+#   bash bench/gpu_session.sh rsl-rl-frozen   # the same with the policy frozen, then c under CUDA MPS
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
 set -uo pipefail
@@ -193,9 +193,8 @@ rsl-rl-profile)
     python3 bench/profile_rsl_rl.py --table "$out"/profile-rsl-rl-?-"${card}".json
     ;;
 rsl-rl-frozen)
-    # the same with the policy frozen (the same physics per step in every env), then b and c under CUDA MPS
-    for run in "a reference" "b gs_gym --num-workers 0" "c gs_gym --num-workers 1" \
-        "b-mps gs_gym --num-workers 0" "c-mps gs_gym --num-workers 1"; do
+    # the same with the policy frozen (the same physics per step in every env), then c under CUDA MPS
+    for run in "a reference" "b gs_gym --num-workers 0" "c gs_gym --num-workers 1" "c-mps gs_gym --num-workers 1"; do
         set -- $run; path=$1; shift
         case $path in *-mps) mps_start >/dev/null; label="MPS on";; *) label="";; esac
         python3 bench/profile_rsl_rl.py --env "$@" --frozen-policy --label "$label" --iterations 8 \
