@@ -24,6 +24,7 @@ The attribute ``unpicklable`` cannot be sent to the parent (for ``get_attr`` / `
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
 import signal
@@ -66,6 +67,8 @@ class FaultyCartPoleConfig(CartPoleConfig):
     """Local env indices whose state becomes NaN (``fault="nan"``)."""
     closed_marker: str | None = None
     """The file ``fault="slow-close"`` creates once its ``close`` has slept."""
+    exit_marker: str | None = None
+    """A file that an exit handler (``atexit``), registered by ``build`` in every shard, writes the process id into."""
 
     def __post_init__(self) -> None:
         if self.fault not in FAULTS:
@@ -94,6 +97,8 @@ class FaultyCartPole(CartPole):
     def build(self) -> None:
         if self.faulty and self.config.fault == "build":
             raise RuntimeError(self._fail("at build"))
+        if self.config.exit_marker is not None:
+            atexit.register(Path(self.config.exit_marker).write_text, str(os.getpid()))
         super().build()
 
     def simulate(self) -> None:

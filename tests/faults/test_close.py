@@ -28,6 +28,18 @@ def test_a_worker_stuck_in_its_cleanup_is_stopped_and_reaped(tmp_path):
     assert wait_until_reaped(pids) == []  # both reaped: no zombie, no orphan
 
 
+def test_a_worker_runs_its_exit_handlers_when_it_closes(tmp_path):
+    # a worker ends without tearing its interpreter down, but after the exit handlers: Genesis writes the kernels it
+    # compiled to the cache in one of them
+    marker = tmp_path / "exit-handler"
+    env = make_env(2, num_workers=1, task_kwargs={"exit_marker": str(marker)})
+    env.reset(seed=0)
+    pids = worker_pids(env)
+    env.close()
+    assert wait_until_reaped(pids) == []
+    assert marker.read_text() == str(pids[0])
+
+
 def test_a_bad_close_timeout_is_refused_and_the_env_stays_open():
     env = make_env(2, "cartpole", num_workers=1)
     try:
