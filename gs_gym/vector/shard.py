@@ -22,6 +22,9 @@ Resets go to the task as boolean masks, so that the host never looks at which en
 finished resets nothing; under SAME_STEP a step after one in which some env finished (nearly every step of a large
 batch) resets by its ``done`` mask without looking, and only a step after a quiet one waits for its own flag, so
 that a step in which no env finished resets nothing.
+
+The first step ends by writing the kernels compiled so far to the kernel cache (``save_compiled_kernels``), so that
+other processes building the same scene load them while this one runs.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from gymnasium.vector import AutoresetMode
 
 from gs_gym.errors import NonFiniteObservationError, TaskOutputError
 from gs_gym.tasks.base import Task, TaskConfig, TaskContext
-from gs_gym.tasks.runtime import KERNEL_CACHE, init_genesis
+from gs_gym.tasks.runtime import KERNEL_CACHE, init_genesis, save_compiled_kernels
 from gs_gym.transport.buffers import ALL_FINITE, ANY_DONE, Handshake, ShardBuffers, SyncEvents
 from gs_gym.vector.flags import HostFlag
 
@@ -159,6 +162,8 @@ class EnvShard:
         self._obs_shape = (spec.num_envs, *obs_space.shape)
         self._frames: torch.Tensor | None = None
         """The shared frame buffer the parent holds (``render`` in a worker); None before the first render."""
+        self._kernels_saved = False
+        """Whether the kernels compiled for the first step are in the kernel cache (``save_compiled_kernels``)."""
 
     def handshake(self) -> Handshake:
         return Handshake.export(self.buffers, self.events, self.device)
@@ -241,6 +246,9 @@ class EnvShard:
         if self._copies_flags:
             self.buffers.step_flags.copy_(self._flags, non_blocking=True)
         self._release_to_parent()
+        if not self._kernels_saved:  # the build, the first reset and this step compiled what a step needs
+            save_compiled_kernels()
+            self._kernels_saved = True
 
     def check_step(self) -> tuple[int, ...]:
         """What made the last step's ``ALL_FINITE`` flag False, from the values it left in the buffers: raise

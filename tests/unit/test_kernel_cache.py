@@ -1,0 +1,24 @@
+"""A shard writes the kernels compiled for its first step to the kernel cache right after that step, not only at exit
+(quadrants' own moment): other processes building the same scene meanwhile load them instead of compiling them."""
+
+import torch
+
+import gs_gym.vector.shard as shard_module
+from gs_gym import GenesisVectorEnv
+
+
+def test_the_first_step_and_no_other_writes_the_compiled_kernels(monkeypatch):
+    saves: list[int] = []
+    monkeypatch.setattr(shard_module, "save_compiled_kernels", lambda: saves.append(len(saves)))
+    env = GenesisVectorEnv(2, "cartpole", backend="cpu", num_workers=0, seed=0)
+    try:
+        env.reset(seed=0)
+        assert saves == []
+        env.step(torch.zeros(2, 1))
+        assert saves == [0]
+        env.step(torch.zeros(2, 1))
+        env.reset(seed=1)
+        env.step(torch.zeros(2, 1))
+        assert saves == [0]
+    finally:
+        env.close()
