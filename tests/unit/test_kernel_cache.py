@@ -22,3 +22,20 @@ def test_the_first_step_and_no_other_writes_the_compiled_kernels(monkeypatch):
         assert saves == [0]
     finally:
         env.close()
+
+
+def test_a_cache_that_cannot_be_written_is_a_warning_not_an_error(monkeypatch, caplog):
+    from quadrants.lang import impl
+
+    from gs_gym.tasks.runtime import KERNEL_CACHE, save_compiled_kernels
+
+    class FullDisk:
+        def dump_cache_data_to_disk(self) -> None:
+            raise RuntimeError("No space left on device")
+
+    monkeypatch.setattr(impl, "get_runtime", lambda: type("Runtime", (), {"prog": FullDisk()})())
+    with caplog.at_level("WARNING", logger="gs_gym"):
+        save_compiled_kernels()
+    assert [record.getMessage() for record in caplog.records] == [
+        f"could not write compiled kernels to {KERNEL_CACHE}: No space left on device"
+    ]
