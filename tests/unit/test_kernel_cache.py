@@ -1,5 +1,6 @@
-"""A shard writes the kernels compiled for its first step to the kernel cache right after that step, not only at exit
-(quadrants' own moment): other processes building the same scene meanwhile load them instead of compiling them."""
+"""A shard writes the kernels compiled so far to the kernel cache after each reset of every env and after its first
+step, not only at exit (quadrants' own moment): other processes building the same scene meanwhile load them instead of
+compiling them."""
 
 import torch
 
@@ -7,19 +8,22 @@ import gs_gym.vector.shard as shard_module
 from gs_gym import GenesisVectorEnv
 
 
-def test_the_first_step_and_no_other_writes_the_compiled_kernels(monkeypatch):
+def test_full_resets_and_the_first_step_write_the_compiled_kernels(monkeypatch):
     saves: list[int] = []
     monkeypatch.setattr(shard_module, "save_compiled_kernels", lambda: saves.append(len(saves)))
     env = GenesisVectorEnv(2, "cartpole", backend="cpu", num_workers=0, seed=0)
     try:
         env.reset(seed=0)
-        assert saves == []
-        env.step(torch.zeros(2, 1))
         assert saves == [0]
         env.step(torch.zeros(2, 1))
+        assert saves == [0, 1]
+        env.step(torch.zeros(2, 1))
+        assert saves == [0, 1]
+        env.reset(options={"reset_mask": torch.tensor([True, False])})
+        assert saves == [0, 1]  # a partial reset writes nothing
         env.reset(seed=1)
         env.step(torch.zeros(2, 1))
-        assert saves == [0]
+        assert saves == [0, 1, 2]
     finally:
         env.close()
 
