@@ -68,20 +68,3 @@ def init_genesis(backend: str, *, performance_mode: bool = False, logging_level:
         performance_mode=performance_mode,
     )
     _initialized_with = wanted
-
-
-def save_compiled_kernels() -> None:
-    """Write the kernels quadrants has compiled in this process to ``KERNEL_CACHE`` now (nothing when none is new).
-
-    quadrants keeps compiled kernels in memory and writes them only when Genesis is destroyed, at exit: until then
-    every other process building the same scene compiles them again, a test suite's workers while its main process
-    holds an in-process env, or an evaluation script while training runs (cart-pole on 2 CPU cores: a build took 76 s
-    instead of 23 s). Writing them costs 0.25 s after a cold compilation of cart-pole and nothing once they are in
-    the cache. A cache that cannot be written (read-only, full) costs the other processes their compilation, not
-    this one its step: the error is logged as a warning."""
-    from quadrants.lang import impl
-
-    try:
-        impl.get_runtime().prog.dump_cache_data_to_disk()
-    except Exception as error:  # quadrants raises its own RuntimeErrors from C++
-        logging.getLogger("gs_gym").warning("could not write compiled kernels to %s: %s", KERNEL_CACHE, error)

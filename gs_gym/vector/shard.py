@@ -22,11 +22,6 @@ Resets go to the task as boolean masks, so that the host never looks at which en
 finished resets nothing; under SAME_STEP a step after one in which some env finished (nearly every step of a large
 batch) resets by its ``done`` mask without looking, and only a step after a quiet one waits for its own flag, so
 that a step in which no env finished resets nothing.
-
-A reset of every env and the first step end by writing the kernels compiled so far to the kernel cache
-(``save_compiled_kernels``; nothing to write costs ~0.2 ms), so that other processes building the same scene load
-them while this one runs; what later steps compile (rare paths) waits for the next such reset or the exit. Partial
-resets, which a loop under DISABLED autoreset may send every step, write nothing.
 """
 
 from __future__ import annotations
@@ -41,7 +36,7 @@ from gymnasium.vector import AutoresetMode
 
 from gs_gym.errors import NonFiniteObservationError, TaskOutputError
 from gs_gym.tasks.base import Task, TaskConfig, TaskContext
-from gs_gym.tasks.runtime import KERNEL_CACHE, init_genesis, save_compiled_kernels
+from gs_gym.tasks.runtime import KERNEL_CACHE, init_genesis
 from gs_gym.transport.buffers import ALL_FINITE, ANY_DONE, Handshake, ShardBuffers, SyncEvents
 from gs_gym.vector.flags import HostFlag
 
@@ -164,8 +159,6 @@ class EnvShard:
         self._obs_shape = (spec.num_envs, *obs_space.shape)
         self._frames: torch.Tensor | None = None
         """The shared frame buffer the parent holds (``render`` in a worker); None before the first render."""
-        self._kernels_saved = False
-        """Whether the first step has written its kernels to the kernel cache (``save_compiled_kernels``)."""
 
     def handshake(self) -> Handshake:
         return Handshake.export(self.buffers, self.events, self.device)
@@ -199,8 +192,6 @@ class EnvShard:
         none = self._none
         self._publish(observations=observations, rewards=self._zero_rewards, terminated=none, truncated=none)
         self._release_to_parent()
-        if mask is None:
-            save_compiled_kernels()
 
     def step(self) -> None:
         """Apply ``buffers.actions``, advance one control step and write the results under the autoreset mode."""
@@ -250,9 +241,6 @@ class EnvShard:
         if self._copies_flags:
             self.buffers.step_flags.copy_(self._flags, non_blocking=True)
         self._release_to_parent()
-        if not self._kernels_saved:  # this step compiled what a step needs beyond the reset's kernels
-            save_compiled_kernels()
-            self._kernels_saved = True
 
     def check_step(self) -> tuple[int, ...]:
         """What made the last step's ``ALL_FINITE`` flag False, from the values it left in the buffers: raise
