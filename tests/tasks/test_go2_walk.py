@@ -1,12 +1,13 @@
 """go2-walk on the CPU backend: one in-process env for the module, with every randomization switched on (so that
 the batched-info scene is the one compiled) and checked against constructed states; last, a two-iteration smoke run
-of ``examples/train_ppo.py`` on an env of the same size and settings (same kernels, a few seconds)."""
+of ``examples/train_ppo.py`` on an env of the same size and settings, in this process (same kernels, a few
+seconds)."""
 
 from __future__ import annotations
 
 import json
 import math
-import subprocess
+import runpy
 import sys
 from pathlib import Path
 
@@ -271,16 +272,23 @@ def test_metrics_average_velocities_command_error_and_height(task):
     assert task.metrics() == metrics  # reading the metrics changes nothing
 
 
-def test_train_ppo_smoke_run_with_the_go2_preset(tmp_path):
+def test_train_ppo_smoke_run_with_the_go2_preset(tmp_path, monkeypatch, capsys):
     """Two PPO iterations of ``examples/train_ppo.py --task go2-walk`` (its preset), through its command line, on this
-    module's scene (4 envs, same randomization, so the compiled kernels are reused): the plumbing of the preset and of
-    the task metrics (the evaluation is ``examples/play.py``'s, tested on cart-pole)."""
+    module's scene (4 envs, same randomization): the plumbing of the preset and of the task metrics (the evaluation
+    is ``examples/play.py``'s, tested on cart-pole). The script runs in this process (``runpy``, its arguments in
+    ``sys.argv``), where the module's env has compiled go2-walk's kernels: quadrants writes them to the kernel cache
+    only at exit, so a subprocess would compile them again (190 s of a cold run on 2 cores)."""
     example = Path(__file__).resolve().parents[2] / "examples" / "train_ppo.py"
     argv = ["--task", "go2-walk", "--backend", "cpu", "--num-envs", str(NUM_ENVS), "--num-workers", "0"]
     argv += ["--num-steps", "8", "--total-timesteps", str(2 * NUM_ENVS * 8)]
     argv += ["--task-kwargs", json.dumps({"randomization": RANDOMIZATION}), "--seed", "0", "--out-dir", str(tmp_path)]
-    run = subprocess.run([sys.executable, str(example), *argv], capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    monkeypatch.setattr(sys, "argv", [str(example), *argv])
+    threads = torch.get_num_threads()
+    try:
+        runpy.run_path(str(example), run_name="__main__")
+    finally:
+        torch.set_num_threads(threads)  # the script sets its own (--torch-threads)
+    stdout = capsys.readouterr().out
 
     result = json.loads((tmp_path / "metrics.json").read_text())
     assert result["complete"] and result["args"]["preset"] == "go2-walk" and result["args"]["activation"] == "elu"
@@ -294,7 +302,7 @@ def test_train_ppo_smoke_run_with_the_go2_preset(tmp_path):
         result["summary"].startswith("go2-walk: training return ")
         and ", command_forward_vel 0.500" in result["summary"]
     )
-    assert run.stdout.splitlines()[-1] == result["summary"]
+    assert stdout.splitlines()[-1] == result["summary"]
     checkpoint = torch.load(tmp_path / "checkpoint.pt", map_location="cpu", weights_only=False)
     assert checkpoint["network"] == {"hidden_sizes": [512, 256, 128], "activation": "elu"}
     assert checkpoint["obs_rms"] is None and checkpoint["obs_dim"] == OBS_DIM
