@@ -196,10 +196,13 @@ rsl-rl-frozen)
     # the same with the policy frozen (the same physics per step in every env), then c under CUDA MPS
     for run in "a reference" "b gs_gym --num-workers 0" "c gs_gym --num-workers 1" "c-mps gs_gym --num-workers 1"; do
         set -- $run; path=$1; shift
-        case $path in *-mps) mps_start >/dev/null; label="MPS on";; *) label="";; esac
+        label=""; mps=0
+        case $path in
+        *-mps) if mps_start >/dev/null; then label="MPS on"; mps=1; else label="MPS unavailable"; fi;;
+        esac
         python3 bench/profile_rsl_rl.py --env "$@" --frozen-policy --label "$label" --iterations 8 \
             --out "$out/frozen-$path-${card}.json" 2>&1 | quiet > "$out/frozen-$path.log"
-        case $path in *-mps) mps_stop;; esac
+        if [ "$mps" = 1 ]; then mps_stop; fi
         tail -n 1 "$out/frozen-$path.log"
     done
     python3 bench/profile_rsl_rl.py --table "$out"/frozen-*-"${card}".json
