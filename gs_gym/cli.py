@@ -1,4 +1,4 @@
-"""The ``gs-gym`` command (also ``python -m gs_gym``): ``info``, ``bench`` and ``demo``."""
+"""The ``gs-gym`` command (also ``python -m gs_gym``): ``info``, ``compile``, ``bench`` and ``demo``."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import argparse
 import json
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from gs_gym.precompile import package_versions
 from gs_gym.tasks.runtime import KERNEL_CACHE
 
 PACKAGES = ("gs-gym", "genesis-world", "quadrants", "torch", "gymnasium", "numpy")
@@ -27,12 +27,7 @@ def _directory_size(path: Path) -> int:
 
 def collect_info() -> dict[str, Any]:
     """GPUs, package versions, the kernel cache and whether CUDA IPC can be used here."""
-    versions: dict[str, str | None] = {}
-    for package in PACKAGES:
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = None
+    versions = package_versions(PACKAGES)
     gpus = []
     if torch.cuda.is_available():
         for index in range(torch.cuda.device_count()):
@@ -76,6 +71,30 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"kernel cache: {cache['path']} ({cache['bytes'] / 2**20:.1f} MiB)")
     print(f"CUDA IPC usable: {info['cuda_ipc']}")
     return 0
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from gs_gym.precompile import Compiled, compile_tasks
+    from gs_gym.tasks import available_tasks
+
+    backend = args.backend or _default_backend()
+    tasks = args.task or available_tasks()
+    unknown = [task for task in tasks if task not in available_tasks()]
+    if unknown:
+        print(f"gs-gym compile: unknown task {unknown[0]!r}; expected some of {available_tasks()}", file=sys.stderr)
+        return 2
+    print(f"compiling {', '.join(tasks)} on the {backend} backend into {KERNEL_CACHE} ...", flush=True)
+
+    def show(result: Compiled) -> None:
+        if result.status == "skipped":
+            print(f"{result.task}: already compiled with these versions (--force compiles it again)", flush=True)
+        elif result.status == "compiled":
+            print(f"{result.task}: compiled in {result.seconds:.0f} s", flush=True)
+        else:
+            print(f"{result.task}: failed after {result.seconds:.0f} s, {result.error}", flush=True)
+
+    results = compile_tasks(tasks, backend, jobs=args.jobs, force=args.force, on_result=show)
+    return 1 if any(result.status == "failed" for result in results) else 0
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -163,6 +182,15 @@ def build_parser() -> argparse.ArgumentParser:
     info = commands.add_parser("info", help="GPUs, versions, kernel cache, CUDA IPC")
     info.add_argument("--json", action="store_true", help="print JSON instead of text")
     info.set_defaults(run=cmd_info)
+
+    compile_ = commands.add_parser(
+        "compile", help="compile tasks' kernels into the cache now, so that later env builds load them"
+    )
+    compile_.add_argument("--task", nargs="+", default=None, help="tasks to compile (default: every registered task)")
+    compile_.add_argument("--backend", choices=("gpu", "cpu"), default=None)
+    compile_.add_argument("--jobs", type=int, default=2, help="tasks compiled at once, each in its own process")
+    compile_.add_argument("--force", action="store_true", help="compile tasks the cache already records")
+    compile_.set_defaults(run=cmd_compile)
 
     bench = commands.add_parser("bench", help="raw task vs in-process env vs worker processes")
     bench.add_argument("--task", default="cartpole")

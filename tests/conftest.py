@@ -1,17 +1,42 @@
 """Shared fixtures. Env builds cost seconds (kernel cache warm) to minutes (cold), so envs are built once per
-session and keyed by their settings; tests start with ``reset(seed=...)`` and never close a shared env."""
+session and keyed by their settings; tests start with ``reset(seed=...)`` and never close a shared env.
+
+Before the first test, every task's CPU kernels are compiled into the kernel cache (``gs-gym compile``), each task in
+a process that exits: quadrants writes kernels only at exit, so otherwise every process that builds a scene while
+the suite holds one (each worker, each example run) compiles it again. Tasks the cache records are skipped."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from gs_gym import GenesisVectorEnv
+from gs_gym.precompile import Compiled, compile_tasks
+from gs_gym.tasks import available_tasks
 
 NUM_ENVS = 7  # odd, so that two workers get an uneven split (4 + 3)
 MAX_EPISODE_STEPS = 8
 TASK_KWARGS = {"max_episode_steps": MAX_EPISODE_STEPS}
+
+
+GPU_TESTS = Path(__file__).parent / "gpu"
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Compile the CPU kernels of every task unless only collecting, or only GPU tests (their own backend) run."""
+    if session.config.option.collectonly or all(GPU_TESTS in item.path.parents for item in session.items):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+
+    def show(result: Compiled) -> None:
+        if result.status != "skipped":
+            line = f"gs-gym compile: {result.task} {result.status} in {result.seconds:.0f} s"
+            reporter.write_line(f"{line}, {result.error}" if result.error else line)
+
+    compile_tasks(available_tasks(), "cpu", jobs=os.cpu_count() or 1, on_result=show)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""``python -m gs_gym info | demo | bench`` on the CPU backend: exit codes, output, JSON schema, plot."""
+"""``python -m gs_gym info | compile | demo | bench`` on the CPU backend: exit codes, output, JSON schema, plot."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 
 def gs_gym(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -79,3 +80,32 @@ def test_bench_writes_json_and_png(tmp_path):
         assert row["env_steps_per_s"] == pytest.approx(8 / (row["us_per_step"] / 1e6), rel=1e-12)
     assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| n_envs | raw task | in-process env | 1 worker(s), shared memory |" in result.stdout
+
+
+def test_compile_skips_the_tasks_this_session_compiled():
+    """The suite's conftest compiled every task's CPU kernels before the first test: the cache records them all."""
+    result = gs_gym("compile", "--backend", "cpu")
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].startswith("compiling cartpole, franka-reach, go2-walk on the cpu backend into ")
+    assert lines[1:] == [
+        f"{task}: already compiled with these versions (--force compiles it again)"
+        for task in ("cartpole", "franka-reach", "go2-walk")
+    ]
+
+
+def test_compile_names_an_unknown_task():
+    result = gs_gym("compile", "--task", "cartpole", "walker", "--backend", "cpu")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        "gs-gym compile: unknown task 'walker'; expected some of ['cartpole', 'franka-reach', 'go2-walk']\n"
+    )
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA, where a gpu build fails")
+def test_compile_reports_a_task_whose_build_failed():
+    result = gs_gym("compile", "--task", "cartpole", "--backend", "gpu", "--force")
+    assert result.returncode == 1, result.stderr[-2000:]
+    report = result.stdout.splitlines()
+    assert re.fullmatch(r"cartpole: failed after \d+ s, exit status 1:", report[1])
+    assert report[-1] == "ValueError: backend: 'gpu' needs a CUDA device and torch sees none; use backend='cpu'"
