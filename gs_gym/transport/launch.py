@@ -26,6 +26,7 @@ is Windows (its spawn makes the data elsewhere).
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import sys
 import threading
@@ -35,6 +36,8 @@ from collections.abc import Callable, Iterator
 from multiprocessing import spawn
 from multiprocessing.process import BaseProcess
 from typing import Any
+
+from gs_gym.transport import preload
 
 _MAIN_ENTRIES = ("init_main_from_path", "init_main_from_name")
 _ENVIRON_LOCK = threading.Lock()
@@ -70,15 +73,16 @@ class _SpawnWithoutMain:
         return data
 
 
-def _popen_without_main(popen_class: type) -> type | None:
-    """A subclass of ``popen_class`` whose ``_launch`` sees ``_SpawnWithoutMain`` as ``spawn``; None if it does
-    not fit (then a ``RuntimeWarning``)."""
+def _popen_without_main(popen_class: type, **stand_ins: Any) -> type | None:
+    """A subclass of ``popen_class`` whose ``_launch`` sees ``_SpawnWithoutMain`` as ``spawn`` (and each of
+    ``stand_ins`` under its name); None if it does not fit (then a ``RuntimeWarning``)."""
     launch = popen_class.__dict__.get("_launch")
     fits = (
         isinstance(launch, types.FunctionType)
         and not launch.__closure__
         and launch.__globals__.get("spawn") is spawn
-        and {"spawn", "get_preparation_data"} <= set(launch.__code__.co_names)
+        and {"spawn", "get_preparation_data", *stand_ins} <= set(launch.__code__.co_names)
+        and all(name in launch.__globals__ for name in stand_ins)
     )
     if not fits:
         warnings.warn(
@@ -91,6 +95,7 @@ def _popen_without_main(popen_class: type) -> type | None:
     assert isinstance(launch, types.FunctionType)  # part of ``fits``
     namespace = dict(launch.__globals__)
     namespace["spawn"] = _SpawnWithoutMain()
+    namespace.update(stand_ins)
     rebound = types.FunctionType(launch.__code__, namespace, launch.__name__, launch.__defaults__)
     rebound.__kwdefaults__ = launch.__kwdefaults__
     rebound.__qualname__ = launch.__qualname__
@@ -99,12 +104,13 @@ def _popen_without_main(popen_class: type) -> type | None:
 
 _PROCESS_CLASSES: dict[str, type[BaseProcess]] = {}
 """Per start method, the process class to use instead of the context's."""
+_ForkServerPopen: type | None = None
 
 if sys.platform != "win32":
     from multiprocessing import context, popen_forkserver, popen_spawn_posix
 
     _SpawnPopen = _popen_without_main(popen_spawn_posix.Popen)
-    _ForkServerPopen = _popen_without_main(popen_forkserver.Popen)
+    _ForkServerPopen = _popen_without_main(popen_forkserver.Popen, forkserver=preload.SERVER)
 
     # module-level classes: the child unpickles the process object, so it must find its class by name
     class _SpawnProcess(context.SpawnProcess):
@@ -129,9 +135,14 @@ def start_process(
     ctx: Any, *, target: Callable[..., Any], args: tuple[Any, ...], name: str, environment: dict[str, str]
 ) -> BaseProcess:
     """Start ``target(*args)`` in a daemon process of ``ctx``'s start method, with ``environment`` applied to
-    os.environ around the start; with spawn and forkserver, the child does not import the parent's ``__main__``."""
-    process_class = _PROCESS_CLASSES.get(ctx.get_start_method(), ctx.Process)
-    process = process_class(target=target, args=args, name=name, daemon=True)
+    os.environ around the start; with spawn and forkserver, the child does not import the parent's ``__main__``.
+    The forkserver method forks from ``preload.SERVER`` (torch and Genesis imported) when it serves this start's
+    environment, else spawns."""
+    method = ctx.get_start_method()
     with applied_environment(environment):
+        if method == "forkserver" and (_ForkServerPopen is None or not preload.SERVER.serves(os.environ)):
+            method = "spawn"
+        process_class = _PROCESS_CLASSES.get(method, multiprocessing.get_context(method).Process)
+        process = process_class(target=target, args=args, name=name, daemon=True)
         process.start()
     return process

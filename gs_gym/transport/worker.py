@@ -12,6 +12,7 @@ import ctypes
 import dataclasses
 import os
 import pickle
+import select
 import signal
 import sys
 import threading
@@ -46,22 +47,48 @@ class WorkerSpec:
 
 
 def die_with_parent(parent_pid: int, parent_death_signal: bool = True) -> None:
-    """Exit when the parent dies: the kernel's parent-death signal, plus a watchdog thread for the rest.
+    """Exit when the env's process (``parent_pid``) dies.
 
-    ``PR_SET_PDEATHSIG`` fires when the parent *thread* exits and is Linux-only, so a thread also polls the parent
-    pid; it covers a worker stuck in a long step, where the pipe's EOF would go unnoticed, and workers started from
-    a thread other than the parent's main thread (which get no parent-death signal).
+    A spawned worker is that process's child: the kernel's parent-death signal (``PR_SET_PDEATHSIG``, Linux) ends it
+    even mid-step. It fires when the parent *thread* exits, so it is asked for only when that is the main thread. A
+    worker forked from the fork server (``gs_gym.transport.preload``) is the server's child, where the signal would
+    follow the server, so it is not asked for. Either way a watchdog thread waits for the env's process to end: on a
+    pidfd (Linux 5.3+), which wakes it at once; elsewhere it polls every ``_PARENT_POLL_SECONDS``. It also ends
+    workers started from a thread other than the main thread, and workers stuck in a long step, where the pipe's
+    EOF would go unnoticed.
     """
-    if parent_death_signal and sys.platform.startswith("linux"):
+    direct_child = os.getppid() == parent_pid
+    if direct_child and parent_death_signal and sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:
+    try:
+        pidfd: int | None = os.pidfd_open(parent_pid)
+    except ProcessLookupError:
+        os._exit(1)  # already gone
+    except (AttributeError, OSError):
+        pidfd = None
+
+    def parent_alive() -> bool:
+        if direct_child:
+            return os.getppid() == parent_pid
+        try:
+            os.kill(parent_pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+
+    if not parent_alive():
         os._exit(1)
 
     def watch() -> None:
+        if pidfd is not None:
+            select.select([pidfd], [], [])  # readable once the process has exited
+            os._exit(1)
         while True:
             time.sleep(_PARENT_POLL_SECONDS)
-            if os.getppid() != parent_pid:
+            if not parent_alive():
                 os._exit(1)
 
     threading.Thread(target=watch, name="gs_gym-parent-watchdog", daemon=True).start()

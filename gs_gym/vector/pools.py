@@ -119,4 +119,7 @@ def start_pool(options: EnvOptions, specs: list[ShardSpec], progress: ProgressFa
         forward_output=options.forward_output,
         progress=progress,
         spin_wait=spin_wait,
+        # CPU workers fork from a server that imported torch and Genesis once (gs_gym.transport.preload); GPU
+        # workers are spawned until forking them is measured on a GPU (CUDA must not start in the server)
+        start_method="forkserver" if options.backend == "cpu" else "spawn",
     )

@@ -19,7 +19,8 @@ names one fault:
 Steps are counted per shard from 1, from the build on (resets do not count). A fault applies only in the shard
 whose first global env (``context.env_offset``) is ``fault_env_offset`` (None: every shard), so a two-worker env
 can lose one worker.
-The attribute ``unpicklable`` cannot be sent to the parent (for ``get_attr`` / ``call`` failures).
+The attribute ``unpicklable`` cannot be sent to the parent (for ``get_attr`` / ``call`` failures);
+``call("environment_variable", name)`` reads the worker's environment.
 """
 
 from __future__ import annotations
@@ -90,6 +91,11 @@ class FaultyCartPole(CartPole):
         self.faulty = self.config.fault != "none" and (wanted is None or wanted == self.env_offset)
         self.unpicklable = threading.Lock()
         """An attribute that cannot cross the pipe (``get_attr("unpicklable")`` must fail cleanly)."""
+
+    @staticmethod
+    def environment_variable(name: str) -> str | None:
+        """The worker process's value of the environment variable ``name`` (for ``call``)."""
+        return os.environ.get(name)
 
     def _fail(self, where: str) -> str:
         return f"faulty-cartpole: injected {self.config.fault} fault {where} (env_offset {self.env_offset})"

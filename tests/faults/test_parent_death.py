@@ -1,4 +1,5 @@
-"""Workers die with their parent: killed (SIGKILL, nothing runs in the parent) or interrupted (Ctrl-C)."""
+"""Workers die with their parent, and so does every other process the env started: killed (SIGKILL, nothing runs
+in the parent) or interrupted (Ctrl-C)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import os
 import signal
 import textwrap
 
+import psutil
 import pytest
 
 from tests.faults.conftest import Driver, wait_until_gone
@@ -44,9 +46,13 @@ def test_workers_die_when_the_parent_is_killed(prebuilt):
     driver = prebuilt("killed_driver")
     driver.start()
     assert len(driver.worker_pids) == 2 and wait_until_gone(driver.worker_pids, 0.0) == driver.worker_pids
+    # every process the env started, the workers' fork server and multiprocessing's helpers included
+    descendants = [child.pid for child in psutil.Process(driver.process.pid).children(recursive=True)]
+    assert set(driver.worker_pids) < set(descendants)
     os.kill(driver.process.pid, signal.SIGKILL)
     driver.process.wait()
     assert wait_until_gone(driver.worker_pids, 5.0) == []
+    assert wait_until_gone(descendants, 5.0) == []
 
 
 @pytest.mark.prebuilt("interrupted_driver")
