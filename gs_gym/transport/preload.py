@@ -62,10 +62,5 @@ class PreloadedForkServer:
     def connect_to_new_process(self, fds: list[int]) -> tuple[int, int]:
         return self._server.connect_to_new_process(fds)
 
-    @property
-    def pid(self) -> int | None:
-        """The server's process id once started (it is not one of ``multiprocessing.active_children()``)."""
-        return getattr(self._server, "_forkserver_pid", None)
-
 
 SERVER = PreloadedForkServer()
