@@ -112,13 +112,12 @@ def compile_tasks(
     """Compile ``tasks`` on ``backend`` ("cpu" or "gpu"), ``jobs`` children at once; results in ``tasks``' order.
     ``on_result`` is called as each finishes."""
     from gs_gym.tasks import resolve_task
+    from gs_gym.vector.options import BACKENDS, as_choice, as_int
 
     for task in tasks:
         resolve_task(task)  # an unknown name fails here, naming the registered tasks
-    if backend not in ("cpu", "gpu"):
-        raise ValueError(f"backend: expected 'cpu' or 'gpu', got {backend!r}")
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs: expected an int >= 1, got {jobs!r}")
+    as_choice("backend", backend, BACKENDS)
+    jobs = as_int("jobs", jobs, 1)
     versions = package_versions()
     todo = list(tasks) if force else pending_tasks(tasks, backend, read_marker(cache), versions)
     results = {task: Compiled(task, backend, "skipped") for task in tasks if task not in todo}
