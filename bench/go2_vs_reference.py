@@ -101,6 +101,7 @@ PATH_LABELS = {
     "c-copyfalse": "1 worker, copy=False",
     "b-samestep": "in-process, autoreset_mode=SAME_STEP (what the RL library adapters use)",
     "c-samestep": "1 worker, autoreset_mode=SAME_STEP",
+    "b-samestep-reread": "in-process, SAME_STEP, new episodes read from Genesis (Task.read_reset_state's default)",
     "c": "gs_gym default (num_workers=1)",
     "d": "raw task hooks, no resets",
     "b'": "in-process, episode ends lifted",
@@ -126,6 +127,7 @@ VECTOR_ENV_OPTIONS = {
     "c-copyfalse": {"num_workers": 1, "copy": False},
     "b-samestep": {"num_workers": 0, "autoreset_mode": "same_step"},
     "c-samestep": {"num_workers": 1, "autoreset_mode": "same_step"},
+    "b-samestep-reread": {"num_workers": 0, "autoreset_mode": "same_step"},
     "c": {"num_workers": 1},
     "b'": {"num_workers": 0},
 }
@@ -254,6 +256,9 @@ def build_vector_env(
     """Path ``path``'s env (``env``: already constructed by ``start_worker_builds``), reset."""
     if env is None:
         env = make_vector_env(task, n_envs, backend, path, hook_timers)
+    if path == "b-samestep-reread":  # what the task's own read_reset_state saves
+        local_task = env.local_task
+        local_task.read_reset_state = lambda mask: local_task.read_state()
     env.reset(seed=0)
     busy = (lambda: max(env.worker_busy_seconds)) if env.num_workers else None
     hooks = (lambda: dict(env.get_attr("hook_seconds")[0])) if hook_timers else None

@@ -33,6 +33,10 @@
 #   bash bench/gpu_session.sh rsl-rl-profile  # bench/profile_rsl_rl.py: where a step of rsl_rl's rollout goes, on the
 #                                             # reference env (a), gs_gym in process (b) and one worker (c)
 #   bash bench/gpu_session.sh rsl-rl-frozen   # the same with the policy frozen, then c under CUDA MPS
+# Session 12 (Task.read_reset_state):
+#   bash bench/gpu_session.sh reset-state        # rsl_rl frozen-policy rollout a b c, with cProfile's host functions,
+#                                                # then go2-walk a b-samestep b-samestep-reread for what time is left
+#   bash bench/gpu_session.sh reset-state-steps  # go2-walk a b b-samestep b-samestep-reread c c-samestep, 7 rounds
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
 set -uo pipefail
@@ -206,6 +210,31 @@ rsl-rl-frozen)
         tail -n 1 "$out/frozen-$path.log"
     done
     python3 bench/profile_rsl_rl.py --table "$out"/frozen-*-"${card}".json
+    ;;
+reset-state)
+    # Task.read_reset_state (the SAME_STEP state of new episodes written by the task): rsl_rl's rollout with the
+    # policy frozen on a, b and c, with the host functions cProfile finds (a first: it compiles go2's kernels)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
+    for run in "a reference" "b gs_gym --num-workers 0" "c gs_gym --num-workers 1"; do
+        set -- $run; path=$1; shift
+        python3 bench/profile_rsl_rl.py --env "$@" --frozen-policy --host-profile --iterations 8 \
+            --out "$out/reset-state-$path-${card}.json" 2>&1 | quiet > "$out/reset-state-$path.log"
+        tail -n 31 "$out/reset-state-$path.log" | cut -c1-160
+    done
+    python3 bench/profile_rsl_rl.py --table "$out"/reset-state-?-"${card}".json
+    left=$(( ${GS_CALL_SECONDS:-570} - SECONDS ))
+    echo "${left} s left for the step benchmark"
+    if [ "$left" -gt 90 ]; then
+        timeout "$left" python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b-samestep b-samestep-reread \
+            --repeats 5 --steps 100 --out "$out/go2-reset-state-${card}.json" 2>&1 | quiet \
+            | tee "$out/go2-reset-state.log" | tail -9
+    fi
+    ;;
+reset-state-steps)
+    # then the step benchmark: SAME_STEP in process with and without the task's read_reset_state, beside a b c
+    timeout "${GS_CALL_SECONDS:-570}" python3 bench/go2_vs_reference.py --tasks go2-walk \
+        --paths a b b-samestep b-samestep-reread c c-samestep --repeats 7 --steps 100 \
+        --out "$out/go2-reset-state-${card}.json" 2>&1 | quiet | tee "$out/go2-reset-state.log" | tail -16
     ;;
 warm-go2)
     if [ -f .xfer/c/qcache-h200.tgz ]; then mkdir -p ~/.cache && tar xzf .xfer/c/qcache-h200.tgz -C ~/.cache; fi

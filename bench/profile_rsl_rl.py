@@ -156,6 +156,31 @@ def profiled_iterations(runner: Any, iterations: int, steps: int) -> dict[str, A
     return summary
 
 
+def host_functions(runner: Any, iterations: int, steps: int, top: int = 30) -> list[dict[str, Any]]:
+    """The ``top`` functions by own host time (``cProfile``'s tottime) over ``iterations`` iterations, per rollout
+    step: where the host time of every phase goes, down to each torch op and Genesis/quadrants call (cProfile's
+    overhead inflates Python-heavy functions; compare paths with it, not with the timed runs)."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    runner.learn(num_learning_iterations=iterations)
+    profiler.disable()
+    n = iterations * steps
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    rows = sorted(stats.items(), key=lambda item: item[1][2], reverse=True)[:top]
+    return [
+        {
+            "function": f"{Path(file).name}:{line}({name})" if file != "~" else name,
+            "calls_per_step": calls / n,
+            "own_us_per_step": own * 1e6 / n,
+            "cumulative_us_per_step": cumulative * 1e6 / n,
+        }
+        for (file, line, name), (_, calls, own, cumulative, _) in rows
+    ]
+
+
 def descendants(event: Any) -> list[Any]:
     found, stack = [], [event]
     while stack:
@@ -187,6 +212,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         no_nan_checks = timed_iterations(runner, env, timer, args.iterations, steps)
         runner.cfg["check_for_nan"] = True
         profile = profiled_iterations(runner, args.profile_iterations, steps)
+        functions = host_functions(runner, args.profile_iterations, steps) if args.host_profile else None
         env.close()
     label = args.env if args.env == "reference" else f"gs_gym, {args.num_workers} worker(s)"
     label += f", {args.label}" if args.label else ""
@@ -201,6 +227,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "defaults": defaults,
         "check_for_nan_off": no_nan_checks,
         "profile": profile,
+        "host_functions": functions,
         "machine": machine_description(args.backend),
     }
 
@@ -243,6 +270,7 @@ def main() -> None:
     p.add_argument("--iterations", type=int, default=5)
     p.add_argument("--profile-iterations", type=int, default=2)
     p.add_argument("--frozen-policy", action="store_true", help="no policy updates (see the module docstring)")
+    p.add_argument("--host-profile", action="store_true", help="also the top functions by host time (cProfile)")
     p.add_argument("--label", default="", help="added to the env's name in the table (e.g. MPS on)")
     p.add_argument("--out", type=Path, default=None, help="write the result as JSON")
     p.add_argument("--table", type=Path, nargs="+", default=None, help="print the table of these results, run nothing")
@@ -255,6 +283,9 @@ def main() -> None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1))
     print(table([result]))
+    for row in result["host_functions"] or []:
+        print(f"{row['own_us_per_step']:8.1f} us own {row['cumulative_us_per_step']:8.1f} us cum "
+              f"{row['calls_per_step']:6.2f} calls/step  {row['function']}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -162,6 +162,16 @@ class Task(ABC):
         """Read from Genesis, once, the state that ``observe`` and ``compute_*`` share (after ``simulate`` and
         ``reset_envs``, before those hooks). Tasks that read the scene in each hook need not override it."""
 
+    def read_reset_state(self, mask: torch.Tensor) -> None:
+        """Bring the state ``read_state`` read up to date after ``reset_envs(mask)``, for an ``observe`` of the new
+        episodes in the step that ended the old ones (SAME_STEP autoreset, most steps of a large batch).
+
+        The default reads everything from Genesis again. A task that knows the state its resets leave (positions it
+        set, velocities zeroed) overrides it to write the masked rows itself, sparing the Genesis getters; what it
+        writes must equal what ``read_state`` would read.
+        """
+        self.read_state()
+
     @abstractmethod
     def observe(self) -> torch.Tensor:
         """Observations of every env, ``(num_envs, *observation_shape)`` float32."""

@@ -95,6 +95,10 @@ class CartPole(Task):
     config_class = CartPoleConfig
     config: CartPoleConfig
     render_modes = (RGB_ARRAY,)
+    position: torch.Tensor
+    """Cart position and pole angle of every env, ``(num_envs, 2)``, as ``read_state`` read them."""
+    velocity: torch.Tensor
+    """Their velocities, ``(num_envs, 2)``."""
 
     @classmethod
     def spaces(cls, config: TaskConfig) -> tuple[gym.spaces.Box, gym.spaces.Box]:
@@ -133,6 +137,13 @@ class CartPole(Task):
         state = self.random.uniform(mask, (4,), -noise, noise)
         self.robot.set_qpos(state[:, :2], envs_idx=mask, zero_velocity=False)
         self.robot.set_dofs_velocity(state[:, 2:], envs_idx=mask)
+        self._reset_state = state
+
+    def read_reset_state(self, mask: torch.Tensor) -> None:
+        """The masked rows from the state ``reset_envs`` drew and set: no Genesis call."""
+        rows = mask.unsqueeze(1)
+        self.position = torch.where(rows, self._reset_state[:, :2], self.position)
+        self.velocity = torch.where(rows, self._reset_state[:, 2:], self.velocity)
 
     def read_state(self) -> None:
         self.position = self.robot.get_dofs_position()  # (num_envs, 2): cart position, pole angle

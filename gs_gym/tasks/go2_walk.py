@@ -239,6 +239,8 @@ class Go2Walk(Task):
         self.commands_due = self._no_envs
         """Envs whose command the next ``read_state`` draws (reset, or at a resampling step), as a bool mask."""
         self.state: Go2State | None = None
+        self.reset_qpos = self.init_qpos
+        """The qpos rows the last ``reset_envs`` set (``init_qpos`` plus joint noise), for ``read_reset_state``."""
 
     def _command_ranges(self) -> tuple[tuple[float, float], ...]:
         c = self.config
@@ -282,6 +284,7 @@ class Go2Walk(Task):
             qpos = qpos.clone()
             qpos[:, self.joint_q_index] += noise  # a device index: no list copied to the device
         self.robot.set_qpos(qpos, envs_idx=mask, zero_velocity=True)
+        self.reset_qpos = qpos
         keep = ~mask.unsqueeze(1)
         self.actions = self.actions * keep
         self.last_actions = self.last_actions * keep
@@ -309,6 +312,23 @@ class Go2Walk(Task):
             gravity=gravity,
             dof_pos=qpos.index_select(1, self.joint_q_index),
             dof_vel=qvel.index_select(1, self.joint_dof_index),
+        )
+
+    def read_reset_state(self, mask: torch.Tensor) -> None:
+        """The masked rows from the qpos ``reset_envs`` set, at rest: base and joint velocities zero, gravity straight
+        down in the base frame (the start quaternion is the identity). No Genesis call; the same values a
+        ``read_state`` would read (``tests/tasks/test_go2_walk.py`` compares them)."""
+        self._sample_commands(self.commands_due)
+        self.commands_due = self._no_envs
+        s, qpos, fresh = self._state(), self.reset_qpos, mask.unsqueeze(1)
+        self.state = Go2State(
+            pos=torch.where(fresh, qpos[:, :3], s.pos),
+            quat=torch.where(fresh, qpos[:, 3:7], s.quat),
+            lin_vel=s.lin_vel.masked_fill(fresh, 0.0),
+            ang_vel=s.ang_vel.masked_fill(fresh, 0.0),
+            gravity=torch.where(fresh, self.gravity_world, s.gravity),
+            dof_pos=torch.where(fresh, qpos.index_select(1, self.joint_q_index), s.dof_pos),
+            dof_vel=s.dof_vel.masked_fill(fresh, 0.0),
         )
 
     def observe(self) -> torch.Tensor:

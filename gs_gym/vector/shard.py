@@ -235,7 +235,7 @@ class EnvShard:
             self._publish(final_observations=observations.clone() if by_reference else observations)
             if resets:
                 self._reset(done)
-                task.read_state()
+                task.read_reset_state(done)
                 observations = task.observe()
         self._publish(observations=observations, rewards=rewards, terminated=terminated, truncated=truncated)
         if self._copies_flags:

@@ -5,6 +5,7 @@ seconds)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import runpy
@@ -227,6 +228,31 @@ def test_pushes_kick_due_envs_only(task):
     assert torch.all(velocity[[1, 3]] == 0.0)
     assert torch.all(velocity[[0, 2], :2] != 0.0) and torch.all(velocity[[0, 2], :2].abs() <= 0.5)
     assert torch.all(velocity[:, 2] == 0.0)
+
+
+def test_reset_state_is_what_genesis_reads_back(env, task):
+    """Under SAME_STEP the new episodes' observations come from ``read_reset_state``, which writes the reset envs'
+    state from what ``reset_envs`` set instead of asking Genesis: it must equal ``read_state`` to the bit, joint noise
+    and the randomizer's draws included, and keep the other envs' rows."""
+    generator = torch.Generator().manual_seed(3)
+    for _ in range(4):  # moving robots: no velocity or angle is zero by chance
+        env.step(torch.rand(NUM_ENVS, 12, generator=generator) * 2 - 1)
+    config = task.config
+    task.config = dataclasses.replace(config, reset_joint_noise=0.1)
+    try:
+        mask = torch.tensor([False, True, False, True])
+        task.reset_envs(mask)
+        task.read_reset_state(mask)
+    finally:
+        task.config = config
+    written, commands = dataclasses.asdict(task.state), task.commands.clone()
+    task.read_state()
+    read = dataclasses.asdict(task.state)
+    for name, value in written.items():
+        assert torch.equal(value, read[name]), name
+    assert torch.equal(task.commands, commands)
+    assert torch.all(read["dof_vel"][~mask].abs().sum(dim=1) > 0) and not read["dof_vel"][mask].any()
+    assert not torch.equal(read["dof_pos"][mask], task.default_dof_pos.expand(2, -1))  # the noise was applied
 
 
 def test_commands_are_resampled_on_schedule(task):
