@@ -6,12 +6,10 @@ it again: a second cart-pole process on 2 cores took 76 s while the first still 
 exited. Building each task once in a child that exits leaves the cache warm for every later process: worker
 processes, a test run, jobs sharing a machine or a container image.
 
-Each task is built in its own ``python -m gs_gym.precompile TASK BACKEND [TASK_KWARGS_JSON]`` child (up to ``jobs``
-at once), which resets, steps until every episode is truncated (the masked-reset path) and resets again, so that the
-kernels of a whole episode are compiled. Some task options compile kernels of their own (go2-walk's domain
-randomization switches Genesis to per-env link and dof data): a ``Variant`` compiles a task with such options,
-after the task itself, so that it compiles only what differs. A marker file in the cache records which tasks and
-variants were compiled with which versions; one already recorded is skipped unless ``force``.
+Each task is built in its own ``python -m gs_gym.precompile TASK BACKEND`` child (up to ``jobs`` at once), which
+resets, steps until every episode is truncated (the masked-reset path) and resets again, so that the kernels of a
+whole episode are compiled. A marker file in the cache records which tasks were compiled with which versions; a
+task already recorded is skipped unless ``force``.
 """
 
 from __future__ import annotations
@@ -20,13 +18,11 @@ import dataclasses
 import json
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 from gs_gym.tasks.runtime import KERNEL_CACHE
 
@@ -38,22 +34,9 @@ COMPILE_EPISODE_STEPS = 2
 
 
 @dataclasses.dataclass(frozen=True)
-class Variant:
-    """``task`` built with ``task_kwargs`` (JSON values), for options that change which kernels the scene compiles."""
-
-    task: str
-    task_kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-
-    @property
-    def name(self) -> str:
-        """The task's name, followed by the options as JSON when there are any (the marker's key and the report's)."""
-        return f"{self.task} {json.dumps(self.task_kwargs, sort_keys=True)}" if self.task_kwargs else self.task
-
-
-@dataclasses.dataclass(frozen=True)
 class Compiled:
-    """One compile: ``task`` is the task's name (a ``Variant``'s ``name`` for a variant); ``status`` is "compiled",
-    "skipped" (recorded in the marker) or "failed" (``error`` holds the tail of the child's output)."""
+    """One task's compile: ``status`` is "compiled", "skipped" (recorded in the marker) or "failed" (``error``
+    holds the tail of the child's output)."""
 
     task: str
     backend: str
@@ -100,12 +83,10 @@ def _record(task: str, backend: str, versions: dict[str, str | None], cache: Pat
     (cache / MARKER_NAME).write_text(json.dumps(recorded, indent=1, sort_keys=True))
 
 
-def _compile_in_child(target: Variant, backend: str, versions: dict[str, str | None], cache: Path) -> Compiled:
-    task = target.name
-    options = [json.dumps(target.task_kwargs)] if target.task_kwargs else []
+def _compile_in_child(task: str, backend: str, versions: dict[str, str | None], cache: Path) -> Compiled:
     start = time.perf_counter()
     child = subprocess.run(
-        [sys.executable, "-m", "gs_gym.precompile", target.task, backend, *options],
+        [sys.executable, "-m", "gs_gym.precompile", task, backend],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -123,45 +104,26 @@ def compile_tasks(
     tasks: Sequence[str],
     backend: str,
     *,
-    variants: Sequence[Variant] = (),
     jobs: int = 2,
     force: bool = False,
     on_result: Callable[[Compiled], None] | None = None,
     cache: Path = KERNEL_CACHE,
 ) -> list[Compiled]:
-    """Compile ``tasks``, then ``variants``, on ``backend`` ("cpu" or "gpu"), ``jobs`` children at once; results in
-    that order. ``on_result`` is called as each finishes.
-
-    Tasks that have variants start first and each variant waits for its task, whose kernels it then loads: a variant
-    compiled beside its task would compile all of them again (quadrants writes them only when the task's child
-    exits)."""
+    """Compile ``tasks`` on ``backend`` ("cpu" or "gpu"), ``jobs`` children at once; results in ``tasks``' order.
+    ``on_result`` is called as each finishes."""
     from gs_gym.tasks import resolve_task
     from gs_gym.vector.options import BACKENDS, as_choice, as_int
 
-    targets = [Variant(task) for task in tasks] + list(variants)
-    for target in targets:
-        resolve_task(target.task)  # an unknown name fails here, naming the registered tasks
+    for task in tasks:
+        resolve_task(task)  # an unknown name fails here, naming the registered tasks
     as_choice("backend", backend, BACKENDS)
     jobs = as_int("jobs", jobs, 1)
     versions = package_versions()
-    names = [target.name for target in targets]
-    pending = set(names if force else pending_tasks(names, backend, read_marker(cache), versions))
-    results = {name: Compiled(name, backend, "skipped") for name in names if name not in pending}
-    varied = {variant.task for variant in variants}
-    todo = sorted(
-        (target for target in targets if target.name in pending),
-        key=lambda target: 2 if target.task_kwargs else 0 if target.task in varied else 1,
-    )
-    done = {target.name: threading.Event() for target in todo}
+    todo = list(tasks) if force else pending_tasks(tasks, backend, read_marker(cache), versions)
+    results = {task: Compiled(task, backend, "skipped") for task in tasks if task not in todo}
 
-    def run(target: Variant) -> Compiled:
-        base = done.get(target.task)
-        if target.task_kwargs and base is not None:
-            base.wait()
-        try:
-            result = _compile_in_child(target, backend, versions, cache)
-        finally:
-            done[target.name].set()
+    def run(task: str) -> Compiled:
+        result = _compile_in_child(task, backend, versions, cache)
         if on_result is not None:
             on_result(result)
         return result
@@ -172,12 +134,11 @@ def compile_tasks(
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for result in pool.map(run, todo):
             results[result.task] = result
-    return [results[name] for name in names]
+    return [results[task] for task in tasks]
 
 
-def build_and_exercise(task: str, backend: str, task_kwargs: Mapping[str, Any] | None = None) -> None:
-    """Build ``task`` (with ``task_kwargs``), reset, step until every episode has been truncated and reset, reset
-    again, close."""
+def build_and_exercise(task: str, backend: str) -> None:
+    """Build ``task``, reset, step until every episode has been truncated and reset, reset again, close."""
     import torch
 
     from gs_gym.vector.env import GenesisVectorEnv
@@ -188,7 +149,7 @@ def build_and_exercise(task: str, backend: str, task_kwargs: Mapping[str, Any] |
         backend=backend,
         num_workers=0,
         seed=0,
-        task_kwargs={**(task_kwargs or {}), "max_episode_steps": COMPILE_EPISODE_STEPS},
+        task_kwargs={"max_episode_steps": COMPILE_EPISODE_STEPS},
     )
     try:
         env.reset(seed=0)
@@ -201,4 +162,4 @@ def build_and_exercise(task: str, backend: str, task_kwargs: Mapping[str, Any] |
 
 
 if __name__ == "__main__":
-    build_and_exercise(sys.argv[1], sys.argv[2], json.loads(sys.argv[3]) if len(sys.argv) > 3 else None)
+    build_and_exercise(sys.argv[1], sys.argv[2])

@@ -3,8 +3,7 @@ session and keyed by their settings; tests start with ``reset(seed=...)`` and ne
 
 Before the first test, every task's CPU kernels are compiled into the kernel cache (``gs-gym compile``), each task in
 a process that exits: quadrants writes kernels only at exit, so otherwise every process that builds a scene while
-the suite holds one (each worker, each example run) compiles it again. Tasks the cache records are skipped. So is
-go2-walk with the domain randomization of ``tests/tasks/test_go2_walk.py``, which compiles kernels of its own."""
+the suite holds one (each worker, each example run) compiles it again. Tasks the cache records are skipped."""
 
 from __future__ import annotations
 
@@ -15,22 +14,12 @@ from pathlib import Path
 import pytest
 
 from gs_gym import GenesisVectorEnv
-from gs_gym.precompile import Compiled, Variant, compile_tasks
+from gs_gym.precompile import Compiled, compile_tasks
 from gs_gym.tasks import available_tasks
 
 NUM_ENVS = 7  # odd, so that two workers get an uneven split (4 + 3)
 MAX_EPISODE_STEPS = 8
 TASK_KWARGS = {"max_episode_steps": MAX_EPISODE_STEPS}
-GO2_RANDOMIZATION = {
-    "friction_range": (0.5, 1.5),
-    "added_mass_range": (-1.0, 3.0),
-    "kp_scale_range": (0.8, 1.2),
-    "kv_scale_range": (0.8, 1.2),
-    "obs_noise_scale": 1.0,
-    "push_interval_s": 0.1,  # every 5 control steps
-    "push_velocity": 0.5,
-}
-"""Every randomization of go2-walk on (per-env link and dof data in Genesis: kernels of their own)."""
 
 
 GPU_TESTS = Path(__file__).parent / "gpu"
@@ -47,8 +36,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             line = f"gs-gym compile: {result.task} {result.status} in {result.seconds:.0f} s"
             reporter.write_line(f"{line}, {result.error}" if result.error else line)
 
-    randomized = Variant("go2-walk", {"randomization": GO2_RANDOMIZATION})
-    compile_tasks(available_tasks(), "cpu", variants=[randomized], jobs=os.cpu_count() or 1, on_result=show)
+    compile_tasks(available_tasks(), "cpu", jobs=os.cpu_count() or 1, on_result=show)
 
 
 @pytest.fixture(scope="session")

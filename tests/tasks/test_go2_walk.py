@@ -18,15 +18,23 @@ import torch
 
 from gs_gym import GenesisVectorEnv
 from gs_gym.tasks.go2_walk import OBS_DIM, roll_pitch, rotate_inverse
-from tests.conftest import GO2_RANDOMIZATION
 
 NUM_ENVS = 4
+RANDOMIZATION = {
+    "friction_range": (0.5, 1.5),
+    "added_mass_range": (-1.0, 3.0),
+    "kp_scale_range": (0.8, 1.2),
+    "kv_scale_range": (0.8, 1.2),
+    "obs_noise_scale": 1.0,
+    "push_interval_s": 0.1,  # every 5 control steps
+    "push_velocity": 0.5,
+}
 
 
 @pytest.fixture(scope="module")
 def env():
     env = GenesisVectorEnv(
-        NUM_ENVS, "go2-walk", backend="cpu", num_workers=0, seed=0, task_kwargs={"randomization": GO2_RANDOMIZATION}
+        NUM_ENVS, "go2-walk", backend="cpu", num_workers=0, seed=0, task_kwargs={"randomization": RANDOMIZATION}
     )
     yield env
     env.close()
@@ -299,8 +307,7 @@ def test_train_ppo_smoke_run_with_the_go2_preset(tmp_path, monkeypatch, capsys):
     example = Path(__file__).resolve().parents[2] / "examples" / "train_ppo.py"
     argv = ["--task", "go2-walk", "--backend", "cpu", "--num-envs", str(NUM_ENVS), "--num-workers", "0"]
     argv += ["--num-steps", "8", "--total-timesteps", str(2 * NUM_ENVS * 8)]
-    argv += ["--task-kwargs", json.dumps({"randomization": GO2_RANDOMIZATION})]
-    argv += ["--seed", "0", "--out-dir", str(tmp_path)]
+    argv += ["--task-kwargs", json.dumps({"randomization": RANDOMIZATION}), "--seed", "0", "--out-dir", str(tmp_path)]
     monkeypatch.setattr(sys, "argv", [str(example), *argv])
     threads = torch.get_num_threads()
     try:
