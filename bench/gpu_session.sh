@@ -213,7 +213,9 @@ rsl-rl-frozen)
     ;;
 reset-state)
     # Task.read_reset_state (the SAME_STEP state of new episodes written by the task): rsl_rl's rollout with the
-    # policy frozen on a, b and c, with the host functions cProfile finds (a first: it compiles go2's kernels)
+    # policy frozen on a, b and c, with the host functions cProfile finds (a first: it compiles go2's kernels, unless
+    # .xfer/c/qcache-${card}.tgz carries them); the kernel cache then goes to $OUT for the next session to carry
+    if [ -f ".xfer/c/qcache-${card}.tgz" ]; then mkdir -p ~/.cache && tar xzf ".xfer/c/qcache-${card}.tgz" -C ~/.cache; fi
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
     for run in "a reference" "b gs_gym --num-workers 0" "c gs_gym --num-workers 1"; do
         set -- $run; path=$1; shift
@@ -222,6 +224,7 @@ reset-state)
         tail -n 31 "$out/reset-state-$path.log" | cut -c1-160
     done
     python3 bench/profile_rsl_rl.py --table "$out"/reset-state-?-"${card}".json
+    [ -f ".xfer/c/qcache-${card}.tgz" ] || tar czf "$out/qcache-${card}.tgz" -C ~/.cache quadrants
     left=$(( ${GS_CALL_SECONDS:-570} - SECONDS ))
     echo "${left} s left for the step benchmark"
     if [ "$left" -gt 90 ]; then

@@ -3,7 +3,8 @@ session and keyed by their settings; tests start with ``reset(seed=...)`` and ne
 
 Before the first test, every task's CPU kernels are compiled into the kernel cache (``gs-gym compile``), each task in
 a process that exits: quadrants writes kernels only at exit, so otherwise every process that builds a scene while
-the suite holds one (each worker, each example run) compiles it again. Tasks the cache records are skipped."""
+the suite holds one (each worker, each example run) compiles it again. Tasks the cache records are skipped. With
+pytest-xdist (``-n 2``, as CI runs) the controller compiles before it starts the test processes."""
 
 from __future__ import annotations
 
@@ -22,14 +23,19 @@ MAX_EPISODE_STEPS = 8
 TASK_KWARGS = {"max_episode_steps": MAX_EPISODE_STEPS}
 
 
-GPU_TESTS = Path(__file__).parent / "gpu"
+GPU_TESTS = Path(__file__).resolve().parent / "gpu"
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Compile the CPU kernels of every task unless only collecting, or only GPU tests (their own backend) run."""
-    if session.config.option.collectonly or all(GPU_TESTS in item.path.parents for item in session.items):
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Compile the CPU kernels of every task, once per run: not in pytest-xdist's test processes (their controller
+    did), nor when only collecting or when every path asked for is under ``tests/gpu`` (their own backend)."""
+    config = session.config
+    if hasattr(config, "workerinput") or config.option.collectonly:
         return
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    asked = [Path(config.invocation_params.dir, arg.split("::")[0]).resolve() for arg in config.args]
+    if asked and all(path == GPU_TESTS or GPU_TESTS in path.parents for path in asked):
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
 
     def show(result: Compiled) -> None:
         if result.status != "skipped":
