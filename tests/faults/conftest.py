@@ -2,9 +2,12 @@
 
 Almost every fault test needs an env of its own (a failed env only closes), and each worker start costs 10-20 s
 here. So a test names the envs it uses with ``@pytest.mark.prebuilt("name", ...)`` (recipes in its module's
-``RECIPES``), and a session-wide builder makes them in the order the selected tests use them, two at a time on
-background threads, holding at most ``LOOKAHEAD`` of them alive at once. The ``prebuilt`` fixture hands a test its
+``RECIPES``), and a builder per module makes them in the order the module's selected tests use them, two at a time
+on background threads, holding at most ``LOOKAHEAD`` of them alive at once. The ``prebuilt`` fixture hands a test its
 envs and, once the last test naming an env is done, closes it.
+
+Per module, not per session: under pytest-xdist a process runs only some of the collected tests (whole modules, with
+``--dist loadfile``), so a session-wide plan would wait for envs of tests run elsewhere, and hang.
 """
 
 from __future__ import annotations
@@ -184,11 +187,13 @@ def _recipe_key(item: pytest.Item, name: str) -> str:
     return f"{item.module.__name__}:{name}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def _prebuilder(request: pytest.FixtureRequest) -> Iterator[Prebuilder]:
     plan: list[tuple[str, Callable[[], Any]]] = []
     uses: collections.Counter = collections.Counter()
     for item in request.session.items:
+        if getattr(item, "module", None) is not request.module:
+            continue
         for marker in item.iter_markers("prebuilt"):
             for name in marker.args:
                 key = _recipe_key(item, name)

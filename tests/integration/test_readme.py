@@ -175,7 +175,8 @@ class BlockRunner:
         workdir.mkdir()
         script = workdir / "README_md.py"
         script.write_text("\n" * (block.line - 1) + block.code, encoding="utf-8")  # README.md's line numbers
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+        # SB3_LOGDIR: SB3's learn() otherwise makes a directory in /tmp for its logs
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "SB3_LOGDIR": str(workdir / "sb3-logs")}
         start = time.monotonic()
         with self.lock:  # close() kills every process started before it and lets none start after it
             if self.closed:

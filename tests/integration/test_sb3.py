@@ -201,10 +201,11 @@ def _mean_return(model, env: VecMonitor, episodes: int = 32) -> float:
     return float(np.mean(returns))
 
 
-def test_ppo_improves_on_cartpole():
+def test_ppo_improves_on_cartpole(tmp_path):
     """Margin: the untrained policy's mean return is ~20 (max 200); 24,576 steps (~10 s here) reach ~185."""
     import torch
     from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import configure
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the worker takes the other core
@@ -225,6 +226,7 @@ def test_ppo_improves_on_cartpole():
             policy_kwargs={"net_arch": [64, 64]},
             verbose=0,
         )
+        model.set_logger(configure(str(tmp_path), []))  # else learn() makes a directory in /tmp for its logs
         initial = _mean_return(model, env)
         start = time.perf_counter()
         model.learn(total_timesteps=24_576)
