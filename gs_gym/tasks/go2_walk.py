@@ -239,7 +239,7 @@ class Go2Walk(Task):
         self.commands_due = self._no_envs
         """Envs whose command the next ``read_state`` draws (reset, or at a resampling step), as a bool mask."""
         self.state: Go2State | None = None
-        self.reset_qpos = self.init_qpos
+        self._reset_qpos = self.init_qpos
         """The qpos rows the last ``reset_envs`` set (``init_qpos`` plus joint noise), for ``read_reset_state``."""
 
     def _command_ranges(self) -> tuple[tuple[float, float], ...]:
@@ -284,7 +284,7 @@ class Go2Walk(Task):
             qpos = qpos.clone()
             qpos[:, self.joint_q_index] += noise  # a device index: no list copied to the device
         self.robot.set_qpos(qpos, envs_idx=mask, zero_velocity=True)
-        self.reset_qpos = qpos
+        self._reset_qpos = qpos
         keep = ~mask.unsqueeze(1)
         self.actions = self.actions * keep
         self.last_actions = self.last_actions * keep
@@ -297,8 +297,7 @@ class Go2Walk(Task):
         angles; the dof velocities are the base's linear velocity (world frame), its angular velocity (base frame)
         and the joint velocities. Also draws the commands that resets and resampling made due since the last read
         (one draw per step for both)."""
-        self._sample_commands(self.commands_due)
-        self.commands_due = self._no_envs
+        self._draw_due_commands()
         qpos, qvel = self.robot.get_qpos(), self.robot.get_dofs_velocity()
         quat = qpos[:, 3:7]
         # both world vectors rotated into the base frame at once: one pass of kernels instead of two
@@ -318,9 +317,8 @@ class Go2Walk(Task):
         """The masked rows from the qpos ``reset_envs`` set, at rest: base and joint velocities zero, gravity straight
         down in the base frame (the start quaternion is the identity). No Genesis call; the same values a
         ``read_state`` would read (``tests/tasks/test_go2_walk.py`` compares them)."""
-        self._sample_commands(self.commands_due)
-        self.commands_due = self._no_envs
-        s, qpos, fresh = self._state(), self.reset_qpos, mask.unsqueeze(1)
+        self._draw_due_commands()
+        s, qpos, fresh = self._state(), self._reset_qpos, mask.unsqueeze(1)
         self.state = Go2State(
             pos=torch.where(fresh, qpos[:, :3], s.pos),
             quat=torch.where(fresh, qpos[:, 3:7], s.quat),
@@ -405,6 +403,9 @@ class Go2Walk(Task):
             raise RuntimeError("go2-walk: read_state() must run before the hooks that use the state")
         return self.state
 
-    def _sample_commands(self, mask: torch.Tensor) -> None:
-        drawn = self.random.uniform(mask, (3,), self.command_low, self.command_high)
-        self.commands = torch.where(mask.unsqueeze(1), drawn, self.commands)
+    def _draw_due_commands(self) -> None:
+        """Draw the commands of the envs in ``commands_due`` (one draw for resets and resampling), then clear it."""
+        due = self.commands_due
+        drawn = self.random.uniform(due, (3,), self.command_low, self.command_high)
+        self.commands = torch.where(due.unsqueeze(1), drawn, self.commands)
+        self.commands_due = self._no_envs
