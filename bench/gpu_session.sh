@@ -141,8 +141,10 @@ checks)
 one-call)
     # one device call (10 minutes) when little device time is left: pytest tests/gpu beside go2-walk's first
     # build, then go2-walk a b c d b', c without the checks and with SAME_STEP, 7 rounds, for what time remains
-    # (the log keeps what finished)
+    # (the log keeps what finished); GS_PATHS replaces the paths; .xfer/c/qcache-<card>.tgz, when carried, is the
+    # kernel cache of an earlier session on this kind of card
     start=$(date +%s)
+    if [ -f ".xfer/c/qcache-${card}.tgz" ]; then mkdir -p ~/.cache && tar xzf ".xfer/c/qcache-${card}.tgz" -C ~/.cache; fi
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
     python3 bench/performance_mode.py --cache cold --build-only --task go2-walk --n-envs 4096 --performance-mode 0 \
         --out "$out/warm-go2.jsonl" 2>&1 | quiet > "$out/warm-go2.log" &
@@ -151,8 +153,8 @@ one-call)
     tail -n 8 "$out/gpu-tests.log"
     left=$(( ${GS_CALL_SECONDS:-585} - ($(date +%s) - start) ))
     echo "tests and build took $(( $(date +%s) - start )) s; ${left} s left for go2-walk"
-    timeout "$left" python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" c-nochecks c-samestep \
-        --repeats 7 --steps 100 \
+    timeout "$left" python3 bench/go2_vs_reference.py --tasks go2-walk \
+        --paths ${GS_PATHS:-a b c d "b'" c-nochecks c-samestep} --repeats 7 --steps 100 \
         --out "$out/go2-vs-reference-${card}.json" 2>&1 | quiet | tee "$out/go2-vs-reference.log" | tail -16
     ;;
 parent-wait)

@@ -1,4 +1,5 @@
-"""Quadrants kernels for :class:`gs_gym.tasks.random.EnvRandom`: one launch per draw, counters included.
+"""Quadrants kernels for :class:`gs_gym.tasks.random.EnvRandom`: one launch per draw, counters included, with
+arguments that quadrants can cache (:class:`KernelDraws`).
 
 Each is the torch code of :mod:`gs_gym.tasks.random` transcribed operation for operation (same integers, same float
 roundings), so that the two give bit-identical numbers; see that module for why this holds. Import this module only
@@ -11,15 +12,20 @@ bound is a compile-time ``num_envs`` (a kernel is compiled once per shard size):
 even an argument or an array's shape, makes quadrants launch a second, serial GPU kernel before the loop to compute
 it. Quadrants also copies its launch arguments to the GPU before each launch (one host-to-device copy).
 
-Arguments: ``state`` is the ``(num_envs, 2)`` int64 tensor of keys and counters, ``mask`` the ``(num_envs,)`` bool
-tensor, ``out`` a ``(num_envs, count)`` float32 tensor to fill; array bounds and stds are flat float32 tensors of
-``count`` elements. All must be contiguous and on the device of Genesis's backend. ``num_envs`` is
-``state.shape[0]``. ``serial`` (compile-time) runs the loop on the calling thread: pass True on the CPU backend,
-where handing a parallel loop to quadrants' thread pool costs about 70 us per launch (more than the draw itself),
-False on a GPU.
+Arguments: ``state`` is the ``(num_envs, 2)`` int64 array of keys and counters, ``mask`` the ``(num_envs,)`` bool
+array, ``out`` a ``(num_envs, count)`` float32 array to fill; bounds and stds are flat float32 arrays of ``count``
+elements. ``num_envs`` is ``state.shape[0]``. ``serial`` (compile-time) runs the loop on the calling thread: pass
+True on the CPU backend, where handing a parallel loop to quadrants' thread pool costs about 70 us per launch (more
+than the draw itself), False on a GPU.
 """
 
+import math
+import sys
+from collections.abc import Sequence
+
 import quadrants as qd
+import torch
+from quadrants.lang import impl
 
 from gs_gym.tasks.random import (
     _MIX_MUL_1,
@@ -28,6 +34,7 @@ from gs_gym.tasks.random import (
     LN2_Q31,
     LOG_SERIES_Q31,
     UNIT_BITS,
+    _flat_float32,
 )
 
 
@@ -88,25 +95,6 @@ def _gaussian(radius_bits: qd.i64, angle_bits: qd.i64) -> qd.f32:
 
 
 @qd.kernel
-def uniform_scalar_bounds(
-    state: qd.types.ndarray(),
-    mask: qd.types.ndarray(),
-    out: qd.types.ndarray(),
-    low: qd.f32,
-    high: qd.f32,
-    num_envs: qd.template(),
-    serial: qd.template(),
-):
-    qd.loop_config(serialize=serial)
-    for i in range(num_envs):
-        stream = _stream(state[i, 0], state[i, 1])
-        for j in range(out.shape[1]):
-            out[i, j] = _uniform(_word(stream, j), low, high)
-        if mask[i]:
-            state[i, 1] = state[i, 1] + 1  # a plain store: no other thread touches row i
-
-
-@qd.kernel
 def uniform_array_bounds(
     state: qd.types.ndarray(),
     mask: qd.types.ndarray(),
@@ -121,24 +109,6 @@ def uniform_array_bounds(
         stream = _stream(state[i, 0], state[i, 1])
         for j in range(out.shape[1]):
             out[i, j] = _uniform(_word(stream, j), low[j], high[j])
-        if mask[i]:
-            state[i, 1] = state[i, 1] + 1  # a plain store: no other thread touches row i
-
-
-@qd.kernel
-def normal_scalar_std(
-    state: qd.types.ndarray(),
-    mask: qd.types.ndarray(),
-    out: qd.types.ndarray(),
-    std: qd.f32,
-    num_envs: qd.template(),
-    serial: qd.template(),
-):
-    qd.loop_config(serialize=serial)
-    for i in range(num_envs):
-        stream = _stream(state[i, 0], state[i, 1])
-        for j in range(out.shape[1]):
-            out[i, j] = _gaussian(_word(stream, 2 * j), _word(stream, 2 * j + 1)) * std
         if mask[i]:
             state[i, 1] = state[i, 1] + 1  # a plain store: no other thread touches row i
 
@@ -159,3 +129,97 @@ def normal_array_std(
             out[i, j] = _gaussian(_word(stream, 2 * j), _word(stream, 2 * j + 1)) * std[j]
         if mask[i]:
             state[i, 1] = state[i, 1] + 1  # a plain store: no other thread touches row i
+
+
+class KernelDraws:
+    """One ``EnvRandom``'s draws through the kernels above, every launch argument an array that quadrants owns.
+
+    Quadrants reuses a kernel's launch context when it is called with the same argument objects, but not when one
+    of them is a torch tensor or a float: those are converted again on every launch, about 100 us of Python (more
+    than a draw's GPU time at 4096 envs). So the keys and counters live in a quadrants ndarray whose zero-copy torch
+    view is the ``EnvRandom``'s state (``state``), and a draw copies its mask into a mask array of its own, its
+    bounds or stds into arrays kept per size (only when they changed: a float by value, a tensor by identity and
+    version), launches with the same objects every time (about 10 us), and clones the output. On a GPU a draw is
+    then one quadrants launch and two to four torch kernels.
+
+    The arrays belong to Genesis's quadrants runtime: once Genesis is destroyed they are gone, and ``state`` with
+    them (``check_alive``).
+    """
+
+    def __init__(self, state: torch.Tensor, serial: bool) -> None:
+        self.num_envs = state.shape[0]
+        self.serial = serial
+        self._program = impl.get_runtime().prog
+        self._state, self.state = _array(qd.i64, (self.num_envs, 2))
+        self.state.copy_(state)
+        self._mask, self._mask_view = _array(qd.u1, (self.num_envs,))
+        self._outputs: dict[int, tuple[qd.Ndarray, torch.Tensor]] = {}
+        self._parameters: dict[tuple[str, tuple[int, ...]], _Parameter] = {}
+
+    def check_alive(self) -> None:
+        """Raise ``RuntimeError`` unless the quadrants runtime that holds the arrays is still the current one."""
+        gs = sys.modules.get("genesis")
+        if not getattr(gs, "_initialized", False) or impl.get_runtime().prog is not self._program:
+            raise RuntimeError(
+                "EnvRandom: its streams lived in the memory of a Genesis runtime that has since been destroyed; "
+                "make a new EnvRandom (and a new task) after gs.init"
+            )
+
+    def uniform(
+        self, mask: torch.Tensor, shape: Sequence[int], low: float | torch.Tensor, high: float | torch.Tensor
+    ) -> torch.Tensor:
+        """``(num_envs, prod(shape))`` uniforms in ``[low, high)`` (bounds broadcast to ``shape``)."""
+        out, view = self._output(math.prod(shape))
+        low_array, high_array = self._parameter("low", shape, low), self._parameter("high", shape, high)
+        self._mask_view.copy_(mask)
+        uniform_array_bounds(self._state, self._mask, out, low_array, high_array, self.num_envs, self.serial)
+        return view.clone()
+
+    def normal(self, mask: torch.Tensor, shape: Sequence[int], std: float | torch.Tensor) -> torch.Tensor:
+        """``(num_envs, prod(shape))`` Gaussians times ``std`` (broadcast to ``shape``)."""
+        out, view = self._output(math.prod(shape))
+        std_array = self._parameter("std", shape, std)
+        self._mask_view.copy_(mask)
+        normal_array_std(self._state, self._mask, out, std_array, self.num_envs, self.serial)
+        return view.clone()
+
+    def _output(self, count: int) -> tuple[qd.Ndarray, torch.Tensor]:
+        if count not in self._outputs:
+            self._outputs[count] = _array(qd.f32, (self.num_envs, count))
+        return self._outputs[count]
+
+    def _parameter(self, role: str, shape: Sequence[int], value: float | torch.Tensor) -> qd.Ndarray:
+        key = (role, tuple(shape))
+        parameter = self._parameters.get(key)
+        if parameter is None:
+            parameter = self._parameters[key] = _Parameter(tuple(shape), self.state.device)
+        parameter.set(value)
+        return parameter.array
+
+
+class _Parameter:
+    """A flat float32 array that a kernel reads: a value broadcast to ``shape``, written again only when it changes."""
+
+    def __init__(self, shape: tuple[int, ...], device: torch.device) -> None:
+        self.shape, self.device = shape, device
+        self.array, self._view = _array(qd.f32, (math.prod(shape),))
+        self._source: float | torch.Tensor | None = None
+        self._version = -1
+        """The tensor source's ``_version`` when it was copied (torch bumps it on every in-place change)."""
+
+    def set(self, value: float | torch.Tensor) -> None:
+        source = self._source
+        if isinstance(value, torch.Tensor):
+            if value is source and value._version == self._version:
+                return
+            self._view.copy_(_flat_float32(value, self.shape, self.device))
+            self._source, self._version = value, value._version  # held, so that its id is not reused
+        elif isinstance(source, torch.Tensor) or source is None or value != source:
+            self._view.fill_(value)
+            self._source = value
+
+
+def _array(dtype, shape: tuple[int, ...]) -> tuple[qd.Ndarray, torch.Tensor]:
+    """A quadrants ndarray and its zero-copy torch view (same memory)."""
+    array = qd.ndarray(dtype, shape=shape)
+    return array, array.to_torch(copy=False)

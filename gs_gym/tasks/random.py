@@ -12,7 +12,9 @@ The hash is a 32-bit sponge whose permutation is the "lowbias32" integer mixer: 
 A draw has two implementations that give bit-identical numbers:
 
 - a quadrants kernel (:mod:`gs_gym.tasks._random_kernel`), used once Genesis is initialized on the CPU or CUDA
-  backend and the streams live on that backend's device: one launch per draw, counters included;
+  backend and the streams live on that backend's device: one launch per draw, counters included (from the first
+  such draw on, the keys and counters live in an array of Genesis's quadrants runtime, so that quadrants can reuse
+  the launch: see ``KernelDraws``);
 - the torch code below (about a hundred small ops per draw), used otherwise, e.g. in unit tests without Genesis.
 
 Identity holds because nothing depends on how a compiler rounds (quadrants compiles with fast math on): the hash is
@@ -28,8 +30,12 @@ import math
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from gs_gym.tasks._random_kernel import KernelDraws
 
 _MASK32 = 0xFFFFFFFF
 _MIX_MUL_1 = 0x7FEB352D
@@ -150,8 +156,9 @@ _kernel_module: ModuleType | None = None
 def _kernels_for(device: torch.device) -> ModuleType | None:
     """The quadrants kernels when Genesis is initialized on the CPU or CUDA backend of ``device``, else None.
 
-    Checked on every draw (a few attribute reads): Genesis may be initialized after the streams were made, or
-    destroyed, and calling a quadrants kernel while it is not initialized would initialize quadrants by itself."""
+    Checked at every draw until one uses the kernels (a few attribute reads): Genesis may be initialized after the
+    streams were made, and calling a quadrants kernel while it is not initialized would initialize quadrants by
+    itself."""
     global _kernel_module
     gs = sys.modules.get("genesis")
     if gs is None or not getattr(gs, "_initialized", False):
@@ -177,7 +184,8 @@ class EnvRandom:
     ``global_offset`` is the global index of the shard's first env; it only matters for :meth:`seed_range`,
     which gives env ``g`` (global index) the seed ``base_seed + g``. A draw is a single quadrants kernel launch when
     Genesis is initialized on this device's backend (see the module docstring), torch ops otherwise; both give the
-    same bits.
+    same bits. After a kernel draw the streams live in Genesis's memory: an ``EnvRandom`` does not outlive the
+    Genesis runtime it drew with (its methods then raise ``RuntimeError``).
     """
 
     use_kernel: bool = True
@@ -191,9 +199,20 @@ class EnvRandom:
         self.device = self._state.device
         self._serial = self.device.type == "cpu"
         """Whether the kernels run their loop over envs on the calling thread (see :mod:`._random_kernel`)."""
+        self._draws: KernelDraws | None = None
+        """The ``KernelDraws`` once a draw used the kernels (``_state`` is then its state's torch view)."""
+
+    def __deepcopy__(self, memo: dict[int, object]) -> EnvRandom:
+        """An independent ``EnvRandom`` with the same streams, its state in torch memory until it draws."""
+        self._check_alive()
+        copied = EnvRandom(self.num_envs, self.global_offset, self.device)
+        copied._state.copy_(self._state)
+        copied.use_kernel = self.use_kernel
+        return copied
 
     def seed_range(self, base_seed: int) -> None:
         """Seed every env with ``base_seed + global index`` and restart every stream."""
+        self._check_alive()
         first = base_seed + self.global_offset
         self._state[:, 0] = seed_keys(range(first, first + self.num_envs), self.device)
         self._state[:, 1] = 0
@@ -202,6 +221,7 @@ class EnvRandom:
         """Re-seed local env ``i`` with ``seeds[i]`` and restart its stream; None leaves env ``i`` as it is."""
         if len(seeds) != self.num_envs:
             raise ValueError(f"seeds: expected {self.num_envs} entries (one per env), got {len(seeds)}")
+        self._check_alive()
         chosen = [i for i, s in enumerate(seeds) if s is not None]
         if chosen:
             rows = torch.tensor(chosen, dtype=torch.int64, device=self.device)
@@ -217,20 +237,12 @@ class EnvRandom:
     ) -> torch.Tensor:
         """Uniform float32 samples of shape ``(num_envs, *shape)`` in ``[low, high)``, multiples of 2**-24 of the
         width: one draw for each env where the bool ``mask`` is True (their counters advance); the other rows are not
-        random numbers to use. ``low`` and ``high`` are rounded to float32 first; Python floats cost no launch, and
-        neither do float32 tensors of exactly ``shape`` on this device (other tensors cost a conversion)."""
+        random numbers to use. ``low`` and ``high`` are rounded to float32 first; with the kernels they are copied to
+        the device only when they changed since the last draw of this shape (a tensor changed in place counts)."""
         mask = self._checked_mask(mask)
-        count = math.prod(shape)
-        kernels = _kernels_for(self.device) if self.use_kernel else None
-        if kernels is not None:
-            out = torch.empty(self.num_envs, count, dtype=torch.float32, device=self.device)
-            if isinstance(low, (int, float)) and isinstance(high, (int, float)):
-                kernels.uniform_scalar_bounds(
-                    self._state, mask, out, float(low), float(high), self.num_envs, self._serial
-                )
-            else:
-                low, high = (_flat_float32(v, shape, self.device) for v in (low, high))
-                kernels.uniform_array_bounds(self._state, mask, out, low, high, self.num_envs, self._serial)
+        draws = self._kernel_draws(shape)
+        if draws is not None:
+            out = draws.uniform(mask, shape, low, high)
         else:
             low, high = (_flat_float32(v, shape, self.device) for v in (low, high))
             out = reference_uniform(self._state, low, high)
@@ -241,19 +253,30 @@ class EnvRandom:
         """Gaussian float32 samples of shape ``(num_envs, *shape)``, zero mean and standard deviation ``std`` (a float
         or a tensor broadcastable to ``shape``), one draw for each env where ``mask`` is True (see :meth:`uniform`)."""
         mask = self._checked_mask(mask)
-        count = math.prod(shape)
-        kernels = _kernels_for(self.device) if self.use_kernel else None
-        if kernels is not None:
-            out = torch.empty(self.num_envs, count, dtype=torch.float32, device=self.device)
-            if isinstance(std, (int, float)):
-                kernels.normal_scalar_std(self._state, mask, out, float(std), self.num_envs, self._serial)
-            else:
-                std = _flat_float32(std, shape, self.device)
-                kernels.normal_array_std(self._state, mask, out, std, self.num_envs, self._serial)
+        draws = self._kernel_draws(shape)
+        if draws is not None:
+            out = draws.normal(mask, shape, std)
         else:
             out = reference_normal(self._state, _flat_float32(std, shape, self.device))
             self._state[:, 1] += mask
         return out.view(self.num_envs, *shape)
+
+    def _kernel_draws(self, shape: Sequence[int]) -> KernelDraws | None:
+        """The ``KernelDraws`` to draw with (made at the first draw that can use the kernels), or None for torch."""
+        self._check_alive()
+        if not self.use_kernel or math.prod(shape) == 0:
+            return None
+        if self._draws is None:
+            kernels = _kernels_for(self.device)
+            if kernels is None:
+                return None
+            self._draws = kernels.KernelDraws(self._state, self._serial)
+            self._state = self._draws.state
+        return self._draws
+
+    def _check_alive(self) -> None:
+        if self._draws is not None:
+            self._draws.check_alive()
 
     def _checked_mask(self, mask: torch.Tensor) -> torch.Tensor:
         if mask.dtype != torch.bool or tuple(mask.shape) != (self.num_envs,):

@@ -75,3 +75,20 @@ def test_the_kernels_keep_split_independence():
     mask = torch.tensor([True, False, True, True, False, True])
     expected = whole.normal(mask, (3,))
     assert torch.equal(torch.cat([left.normal(mask[:4], (3,)), right.normal(mask[4:], (3,))]), expected)
+
+
+def test_bounds_changed_in_place_and_reseeding_after_kernel_draws_are_seen():
+    """The kernels keep bounds in arrays of their own, rewritten only when a bound changed: a tensor changed in place
+    must be copied again, and seeding after a kernel draw must reach the counters the kernels use."""
+    fast, reference = pair(9)
+    everyone = torch.ones(NUM_ENVS, dtype=torch.bool)
+    low, high = torch.zeros(3), torch.ones(3)
+    for _ in range(2):
+        assert_same_bits(fast.uniform(everyone, (3,), low, high), reference.uniform(everyone, (3,), low, high))
+        low.add_(5.0)
+        high.add_(7.0)  # the same tensor objects, new values
+    for rng in (fast, reference):
+        rng.seed_range(4)
+        rng.seed([None, 12] + [None] * (NUM_ENVS - 2))
+    assert_same_bits(fast.normal(everyone, (2,), 0.5), reference.normal(everyone, (2,), 0.5))
+    assert torch.equal(fast._state, reference._state)
