@@ -110,17 +110,19 @@ class CartPole(Task):
         import genesis as gs
 
         config = self.config
-        self._urdf_dir = tempfile.TemporaryDirectory(prefix="gs_gym_cartpole_")
-        urdf = Path(self._urdf_dir.name) / "cartpole.urdf"
         rendering = self.render_mode is not None
-        urdf.write_text(cartpole_urdf(config, visual=rendering))
         self.scene = gs.Scene(
             sim_options=gs.options.SimOptions(dt=config.dt, substeps=1),
             rigid_options=gs.options.RigidOptions(enable_collision=False, enable_joint_limit=True),
             vis_options=vis_options(self.render_mode),
             show_viewer=False,
         )
-        self.robot = self.scene.add_entity(gs.morphs.URDF(file=str(urdf), fixed=True))
+        # the URDF (primitive shapes only) is read by add_entity and gone before the build's minutes of compiling,
+        # so that a worker killed then leaves no directory behind
+        with tempfile.TemporaryDirectory(prefix="gs_gym_cartpole_") as directory:
+            urdf = Path(directory) / "cartpole.urdf"
+            urdf.write_text(cartpole_urdf(config, visual=rendering))
+            self.robot = self.scene.add_entity(gs.morphs.URDF(file=str(urdf), fixed=True))
         # the rail is 1 m up: look at the middle of an upright pole from the side
         spec = CameraSpec(offset=(0.0, -3.0, 0.3), lookat_offset=(0.0, 0.0, 1.0 + 0.4 * config.pole_length))
         self.camera = FollowCamera(self.scene, spec) if rendering else None
@@ -175,6 +177,3 @@ class CartPole(Task):
         cart = torch.zeros(self.num_envs, 3, dtype=torch.float32)
         cart[:, 0] = self.robot.get_dofs_position()[:, 0].cpu()
         return self.camera.render(cart)
-
-    def close(self) -> None:
-        self._urdf_dir.cleanup()
