@@ -102,6 +102,8 @@ PATH_LABELS = {
     "b-samestep": "in-process, autoreset_mode=SAME_STEP (what the RL library adapters use)",
     "c-samestep": "1 worker, autoreset_mode=SAME_STEP",
     "b-samestep-reread": "in-process, SAME_STEP, new episodes read from Genesis (Task.read_reset_state's default)",
+    "b-samestep-nofinal": "in-process, SAME_STEP with final_obs=False (what the rsl_rl adapter uses)",
+    "c-samestep-nofinal": "1 worker, SAME_STEP with final_obs=False",
     "c": "gs_gym default (num_workers=1)",
     "d": "raw task hooks, no resets",
     "b'": "in-process, episode ends lifted",
@@ -128,6 +130,8 @@ VECTOR_ENV_OPTIONS = {
     "b-samestep": {"num_workers": 0, "autoreset_mode": "same_step"},
     "c-samestep": {"num_workers": 1, "autoreset_mode": "same_step"},
     "b-samestep-reread": {"num_workers": 0, "autoreset_mode": "same_step"},
+    "b-samestep-nofinal": {"num_workers": 0, "autoreset_mode": "same_step", "final_obs": False},
+    "c-samestep-nofinal": {"num_workers": 1, "autoreset_mode": "same_step", "final_obs": False},
     "c": {"num_workers": 1},
     "b'": {"num_workers": 0},
 }

@@ -262,7 +262,7 @@ def make_env(args: argparse.Namespace) -> VecEnv:
     """The rsl_rl ``VecEnv`` that ``args`` name (``--env``, ``--num-envs``, ``--backend``, ...)."""
     if args.env == "gs_gym":
         venv = GenesisVectorEnv(args.num_envs, Go2WalkEpisodeSums, backend=args.backend, num_workers=args.num_workers,
-                                seed=args.seed, output="torch", autoreset_mode="same_step",
+                                seed=args.seed, output="torch", autoreset_mode="same_step", final_obs=False,
                                 performance_mode=args.performance_mode, task_kwargs=args.task_kwargs)  # fmt: skip
         return GsGymGo2(venv, report_every=args.num_steps_per_env, seed=args.seed)
     from gs_gym.tasks.runtime import init_genesis

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,11 +48,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 @pytest.fixture(scope="session")
 def shared_env() -> Iterator[Callable[..., GenesisVectorEnv]]:
-    """``shared_env(num_workers, autoreset_mode)``: a cartpole env on the CPU backend, built once per session."""
-    built: dict[tuple[int, str], GenesisVectorEnv] = {}
+    """``shared_env(num_workers, autoreset_mode, **options)``: a cartpole env on the CPU backend, built once per
+    session for each combination."""
+    built: dict[tuple[Any, ...], GenesisVectorEnv] = {}
 
-    def get(num_workers: int, autoreset_mode: str = "next_step") -> GenesisVectorEnv:
-        key = (num_workers, autoreset_mode)
+    def get(num_workers: int, autoreset_mode: str = "next_step", **options: Any) -> GenesisVectorEnv:
+        key = (num_workers, autoreset_mode, *sorted(options.items()))
         if key not in built:
             built[key] = GenesisVectorEnv(
                 NUM_ENVS,
@@ -61,6 +63,7 @@ def shared_env() -> Iterator[Callable[..., GenesisVectorEnv]]:
                 seed=0,
                 autoreset_mode=autoreset_mode,
                 task_kwargs=TASK_KWARGS,
+                **options,
             )
         return built[key]
 

@@ -101,13 +101,24 @@ class RslRlVecEnv(VecEnv):
 
     @classmethod
     def make(
-        cls, num_envs: int, *, obs_group: str = "policy", clip_actions: bool = True, **env_kwargs: Any
+        cls,
+        num_envs: int,
+        *,
+        obs_group: str = "policy",
+        clip_actions: bool = True,
+        final_obs: bool = False,
+        **env_kwargs: Any,
     ) -> RslRlVecEnv:
-        """Build ``GenesisVectorEnv(num_envs, output="torch", autoreset_mode=SAME_STEP, **env_kwargs)`` and wrap it.
+        """Build ``GenesisVectorEnv(num_envs, output="torch", autoreset_mode=SAME_STEP, final_obs=final_obs,
+        **env_kwargs)`` and wrap it.
 
         ``output`` and ``autoreset_mode`` may be given only with those values; ``seed`` also seeds the first reset.
+        ``final_obs`` is off by default: rsl_rl never reads the observations that finished envs ended on (its PPO
+        bootstraps time-outs from the value of the step's own observations), and without them a step that resets
+        observes once instead of twice (``EnvOptions.final_obs``). With ``final_obs=True`` they come in
+        ``extras["final_obs"]``.
         """
-        venv = GenesisVectorEnv(num_envs, **_REQUIREMENTS.make_kwargs(env_kwargs))
+        venv = GenesisVectorEnv(num_envs, final_obs=final_obs, **_REQUIREMENTS.make_kwargs(env_kwargs))
         try:
             return cls(venv, obs_group=obs_group, clip_actions=clip_actions, seed=env_kwargs.get("seed"))
         except BaseException:
@@ -136,8 +147,8 @@ class RslRlVecEnv(VecEnv):
 
         Returns ``(observations, rewards, dones, extras)``: rewards float32 ``(num_envs,)``, dones int64
         ``(num_envs,)`` (1 where terminated or truncated), ``extras["time_outs"]`` bool ``(num_envs,)`` (truncated
-        and not terminated: PPO bootstraps these) and ``extras["final_obs"]`` (the pre-reset observations, present
-        in steps where some env finished).
+        and not terminated: PPO bootstraps these) and, when the vector env reports them (``final_obs=True``),
+        ``extras["final_obs"]`` (the pre-reset observations, present in steps where some env finished).
         """
         actions = actions.reshape(self._action_shape)
         if self._clip is not None:

@@ -166,7 +166,8 @@ class GenesisVectorEnv(VectorEnv):
         Returns:
             ``(observations, rewards, terminated, truncated, info)``: float32 ``(num_envs, *obs)``, float32
             ``(num_envs,)``, bool ``(num_envs,)`` twice, laid out as ``output`` asks. ``info`` is empty except:
-            under SAME_STEP, when some env finished, ``"final_obs"`` with its mask ``"_final_obs"``, and
+            under SAME_STEP with ``final_obs`` (the default), when some env finished, ``"final_obs"`` with its mask
+            ``"_final_obs"``, and
             ``"final_info"``/``"_final_info"``: with ``output="numpy"`` exactly ``SyncVectorEnv``'s layout (an object
             array, the final observation where an env finished, None elsewhere); with tensors a dense batch of every
             env's pre-reset observation (no object arrays on a GPU; see ``BatchIO.same_step_info``); with
@@ -188,7 +189,8 @@ class GenesisVectorEnv(VectorEnv):
                    read(shards, "truncated"))  # fmt: skip
         flags = self._read_step_flags(shards)
         info: dict[str, Any] = {}
-        if self.autoreset_mode == AutoresetMode.SAME_STEP and (restarted or any(f.any_done for f in flags)):
+        final_obs = self.autoreset_mode == AutoresetMode.SAME_STEP and self.options.final_obs
+        if final_obs and (restarted or any(f.any_done for f in flags)):
             done = self._io.present([s.buffers.terminated | s.buffers.truncated for s in shards])
             info = self._io.same_step_info(shards, done)
         if restarted:

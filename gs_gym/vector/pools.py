@@ -32,6 +32,7 @@ def shard_specs(options: EnvOptions, ranges: list[EnvRange], base_seed: int) -> 
             env_offset=shard.offset,
             backend=options.backend,
             autoreset_mode=options.autoreset_mode,
+            final_observations=options.final_obs,
             base_seed=base_seed,
             performance_mode=options.performance_mode,
             share_buffers=options.num_workers > 0,

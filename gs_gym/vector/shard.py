@@ -21,7 +21,8 @@ Resets go to the task as boolean masks, so that the host never looks at which en
 ``set_qpos`` costs about a third of a ``scene.step``'s host time): under NEXT_STEP a step after one in which no env
 finished resets nothing; under SAME_STEP a step after one in which some env finished (nearly every step of a large
 batch) resets by its ``done`` mask without looking, and only a step after a quiet one waits for its own flag, so
-that a step in which no env finished resets nothing.
+that a step in which no env finished resets nothing. SAME_STEP observes twice in a step that resets (the final
+observations, then the new episodes'), unless ``ShardSpec.final_observations`` is off: then once, after the resets.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ class ShardSpec:
     """``gs.init(logging_level=...)``: what Genesis itself prints (in a worker: through the worker's output)."""
     render_mode: str | None = None
     """The task's ``render_mode`` (``TaskContext.render_mode``): None adds no camera to the scene."""
+    final_observations: bool = True
+    """SAME_STEP: observe before the resets too, for ``buffers.final_observations`` (``EnvOptions.final_obs``)."""
     outputs_by_reference: bool = False
     """Point the output buffers at the task's own output tensors instead of copying into them. Only where nothing but
     this process reads the buffers and the env clones what it hands out (in process, ``copy=True``): a copy here
@@ -208,7 +211,9 @@ class EnvShard:
             self._reset(pending)
         task.read_state()
         rows = (self.spec.num_envs,)
-        observations = self._checked("observe", task.observe(), self._obs_shape, torch.float32)
+        same_step = mode == AutoresetMode.SAME_STEP
+        observes_once = same_step and not self.spec.final_observations  # after the resets, below
+        observations = None if observes_once else self._observe()
         rewards = self._checked("compute_rewards", task.compute_rewards(), rows, torch.float32)
         terminated = self._checked("compute_terminated", task.compute_terminated(), rows, torch.bool)
         truncated = steps >= self._max_steps
@@ -220,23 +225,29 @@ class EnvShard:
             kept = ~pending
             terminated = terminated & kept
             truncated = truncated & kept
-        self._flag_non_finite(observations, rewards, actions)
+        if observations is not None:
+            self._flag_non_finite(observations, rewards, actions)
         done = terminated | truncated
         if next_step:
             self._any_done.start(done.any())
             self._needs_reset = done
-        elif mode == AutoresetMode.SAME_STEP:
+        elif same_step:
             any_done = self._set_flag(ANY_DONE, torch.any, done)
             resets = self._any_done.poll(default=True)  # the last step's: see the module docstring
             self._any_done.start(any_done)
             resets = resets or self._any_done.read()
-            # by reference, a copy only when the reset may make the task write new observations into the same tensor
-            by_reference = resets and self.spec.outputs_by_reference
-            self._publish(final_observations=observations.clone() if by_reference else observations)
+            if observations is not None:
+                # by reference, a copy only when the reset may make the task write new observations into that tensor
+                by_reference = resets and self.spec.outputs_by_reference
+                self._publish(final_observations=observations.clone() if by_reference else observations)
             if resets:
                 self._reset(done)
                 task.read_reset_state(done)
-                observations = task.observe()
+            if resets or observations is None:
+                observations = self._observe()
+            if observes_once:
+                self._flag_non_finite(observations, rewards, actions)
+        assert observations is not None  # observed above unless observes_once, and then in the SAME_STEP branch
         self._publish(observations=observations, rewards=rewards, terminated=terminated, truncated=truncated)
         if self._copies_flags:
             self.buffers.step_flags.copy_(self._flags, non_blocking=True)
@@ -247,9 +258,10 @@ class EnvShard:
         ``NonFiniteObservationError`` naming the hook and the envs (``check_observations``); else the global indices
         of the envs whose actions held NaN or inf (``check_actions``; the task got them as 0). Empty when every
         value is finite (a float32 overflow of a sum of finite values also clears the flag)."""
-        buffers, mode = self.buffers, self.spec.autoreset_mode
-        if self.spec.check_observations:
-            checked = buffers.final_observations if mode == AutoresetMode.SAME_STEP else buffers.observations
+        buffers, spec = self.buffers, self.spec
+        if spec.check_observations:
+            pre_reset = spec.autoreset_mode == AutoresetMode.SAME_STEP and spec.final_observations
+            checked = buffers.final_observations if pre_reset else buffers.observations
             self._raise_non_finite(checked, buffers.rewards)
         if not self.spec.check_actions:
             return ()
@@ -299,6 +311,9 @@ class EnvShard:
     def _checked(self, hook: str, value: Any, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         check_output(self.task.name, hook, value, shape, dtype, self.device)
         return value
+
+    def _observe(self) -> torch.Tensor:
+        return self._checked("observe", self.task.observe(), self._obs_shape, torch.float32)
 
     def _reset(self, mask: torch.Tensor) -> None:
         self.task.reset_envs(mask)

@@ -47,3 +47,16 @@ def test_same_step_equals_disabled_with_resets_by_hand(shared_env, num_workers):
         assert (got[4] is None) == (want[4] is None), f"step {index}: final_obs present={got[4] is not None}"
         if want[4] is not None:
             assert torch.equal(got[4], want[4]), f"step {index}: final_obs differs"
+
+
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_same_step_without_final_obs_returns_the_same_steps(shared_env, num_workers):
+    """``final_obs=False`` skips the observation before the resets (``observe`` runs once, after them): every output
+    is what the default returns, and ``info`` carries no final observations."""
+    reference = rollout(shared_env(0, "same_step"), seed=7, reset_by_hand=False)
+    assert any(step[4] is not None for step in reference)  # some step reset an env
+    trace = rollout(shared_env(num_workers, "same_step", final_obs=False), seed=7, reset_by_hand=False)
+    for index, (got, want) in enumerate(zip(trace, reference, strict=True)):
+        for name, a, b in zip(("obs", "rewards", "terminated", "truncated"), got, want, strict=False):
+            assert torch.equal(a, b), f"step {index}: {name} differs from final_obs=True"
+        assert got[4] is None, f"step {index}: info has final_obs"

@@ -114,11 +114,7 @@ def test_vecenv_interface(env):
         # a time-out is a done at the time limit (cartpole truncates only there)
         assert not bool((extras["time_outs"] & ~(done & (lengths == MAX_STEPS))).any())
         assert bool((lengths[done & ~extras["time_outs"]] <= MAX_STEPS).all())
-        if done.any():
-            final = extras["final_obs"]
-            assert final.shape == (NUM_ENVS, 4) and not torch.equal(final[done], obs["policy"][done])
-        else:
-            assert "final_obs" not in extras
+        assert "final_obs" not in extras  # make's default: rsl_rl never reads them
         time_outs += int(extras["time_outs"].sum())
         terminations += int((done & ~extras["time_outs"]).sum())
         lengths[done] = 0
@@ -213,6 +209,28 @@ def test_runner_with_random_initial_lengths(env, tmp_path, monkeypatch, one_torc
     # the logger counts lengths from the learn() call, so a first episode started at n ends by MAX_STEPS - n
     assert all(0 < length <= MAX_STEPS for length in runner.logger.lenbuffer)
     assert (tmp_path / "model_1.pt").is_file()
+
+
+@needs_rsl_rl
+def test_final_obs_on_request():
+    """``make(..., final_obs=True)``: the steps in which envs finish carry their pre-reset observations."""
+    from gs_gym.adapters.rsl_rl import RslRlVecEnv
+
+    adapter = RslRlVecEnv.make(NUM_ENVS, final_obs=True, **{**ENV_KWARGS, "num_workers": 0})
+    try:
+        obs = adapter.reset(seed=SEED)
+        finished = 0
+        for _ in range(MAX_STEPS):
+            obs, _, dones, extras = adapter.step(torch.ones(NUM_ENVS, 1))
+            done = dones.bool()
+            assert ("final_obs" in extras) == bool(done.any())
+            if done.any():
+                final = extras["final_obs"]
+                assert final.shape == (NUM_ENVS, 4) and not torch.equal(final[done], obs["policy"][done])
+                finished += int(done.sum())
+        assert finished >= 1
+    finally:
+        adapter.close()
 
 
 # -- construction errors (no scene built) --------------------------------------------------------------------------

@@ -106,6 +106,17 @@ from gs_gym.tasks.cartpole import CartPole
         ({"num_envs": 4, "backend": "cpu", "seed": -1}, ValueError, "seed: expected an int >= 0, got -1"),
         ({"num_envs": 4, "backend": "cpu", "copy": "yes"}, TypeError, "copy: expected True or False, got 'yes'"),
         (
+            {"num_envs": 4, "backend": "cpu", "final_obs": False},
+            ValueError,
+            "final_obs: False is meaningful only with autoreset_mode='same_step' (the other modes report no final "
+            "observations), got autoreset_mode='next_step'",
+        ),
+        (
+            {"num_envs": 4, "backend": "cpu", "autoreset_mode": "same_step", "final_obs": 0},
+            TypeError,
+            "final_obs: expected True or False, got 0",
+        ),
+        (
             {"num_envs": 4, "backend": "cpu", "genesis_logging_level": "loud"},
             ValueError,
             (
