@@ -37,6 +37,8 @@
 #   bash bench/gpu_session.sh reset-state        # rsl_rl frozen-policy rollout a b c, with cProfile's host functions,
 #                                                # then go2-walk a b-samestep b-samestep-reread for what time is left
 #   bash bench/gpu_session.sh reset-state-steps  # go2-walk a b b-samestep b-samestep-reread c c-samestep, 7 rounds
+# Session 13 (random draws with reusable quadrants launches, final_obs=False for rsl_rl):
+#   bash bench/gpu_session.sh nofinal    # tests/gpu, go2-walk a b c d b' and the SAME_STEP variants, rsl_rl pairs
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
 set -uo pipefail
@@ -240,6 +242,34 @@ reset-state-steps)
     timeout "${GS_CALL_SECONDS:-570}" python3 bench/go2_vs_reference.py --tasks go2-walk \
         --paths a b b-samestep b-samestep-reread c c-samestep --repeats 7 --steps 100 \
         --out "$out/go2-reset-state-${card}.json" 2>&1 | quiet | tee "$out/go2-reset-state.log" | tail -16
+    ;;
+nofinal)
+    # Thirteenth session's changes (draws with reusable launches, final_obs=False in the rsl_rl adapter), one call:
+    # tests/gpu beside go2-walk's build (from .xfer/c's kernel cache when it carries this card's), go2-walk's step
+    # benchmark with the SAME_STEP variants, then rsl_rl's frozen-policy rollout as pairs b a a b while time is
+    # left (GS_CALL_SECONDS); the kernel cache goes to $OUT right after the build when none was carried
+    start=$(date +%s)
+    carried=0
+    if [ -f ".xfer/c/qcache-${card}.tgz" ]; then
+        mkdir -p ~/.cache && tar xzf ".xfer/c/qcache-${card}.tgz" -C ~/.cache && carried=1
+    fi
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
+    python3 bench/performance_mode.py --cache cold --build-only --task go2-walk --n-envs 4096 --performance-mode 0 \
+        --out "$out/warm-go2.jsonl" 2>&1 | quiet > "$out/warm-go2.log" &
+    python3 -m pytest tests/gpu -q -p no:cacheprovider 2>&1 | quiet > "$out/gpu-tests.log"
+    wait
+    tail -n 3 "$out/gpu-tests.log"
+    [ "$carried" = 1 ] || tar czf "$out/qcache-${card}.tgz" -C ~/.cache quadrants  # before what may time out
+    timeout $(( ${GS_CALL_SECONDS:-540} - ($(date +%s) - start) )) python3 bench/go2_vs_reference.py --tasks go2-walk \
+        --paths a b c d "b'" b-samestep b-samestep-nofinal c-samestep-nofinal --repeats 7 --steps 100 \
+        --out "$out/go2-vs-reference-${card}.json" 2>&1 | quiet | tee "$out/go2-vs-reference.log" | tail -14
+    for run in "b1 gs_gym --num-workers 0" "a1 reference" "a2 reference" "b2 gs_gym --num-workers 0"; do
+        [ $(( $(date +%s) - start )) -lt "${GS_CALL_SECONDS:-540}" ] || break
+        set -- $run; path=$1; shift
+        python3 bench/profile_rsl_rl.py --env "$@" --frozen-policy --iterations 8 --profile-iterations 1 \
+            --out "$out/frozen-$path-${card}.json" 2>&1 | quiet > "$out/frozen-$path.log"
+    done
+    python3 bench/profile_rsl_rl.py --table "$out"/frozen-*-"${card}".json 2>&1 | head -10
     ;;
 warm-go2)
     if [ -f .xfer/c/qcache-h200.tgz ]; then mkdir -p ~/.cache && tar xzf .xfer/c/qcache-h200.tgz -C ~/.cache; fi
