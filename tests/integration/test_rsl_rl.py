@@ -102,9 +102,14 @@ def test_vecenv_interface(env):
     lengths = torch.zeros(NUM_ENVS, dtype=torch.int64)
     time_outs = terminations = 0
     generator = torch.Generator().manual_seed(1)
+    kept = (obs, obs["policy"].clone())
     for _ in range(3 * MAX_STEPS):
         actions = torch.randn(NUM_ENVS, 1, generator=generator) * 3  # beyond [-1, 1]: the adapter clips
         obs, rewards, dones, extras = env.step(actions)
+        # PPO.act keeps a reference to the observations and copies them into its storage only after the next step:
+        # a step must not change the observations an earlier one returned
+        assert torch.equal(kept[0]["policy"], kept[1])
+        kept = (obs, obs["policy"].clone())
         assert obs["policy"].shape == (NUM_ENVS, 4) and env.get_observations() is obs
         assert rewards.shape == (NUM_ENVS,) and rewards.dtype == torch.float32
         assert dones.shape == (NUM_ENVS,) and dones.dtype == torch.int64 and set(dones.tolist()) <= {0, 1}
