@@ -54,6 +54,15 @@ mps_start() {
     mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
     nvidia-cuda-mps-control -d && sleep 1 && echo "MPS: daemon started"
 }
+tests_beside_go2_build() {
+    # pytest tests/gpu while go2-walk's 4096-env scene builds (a first build compiles); the tests' last $1 lines
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
+    python3 bench/performance_mode.py --cache cold --build-only --task go2-walk --n-envs 4096 --performance-mode 0 \
+        --out "$out/warm-go2.jsonl" 2>&1 | quiet > "$out/warm-go2.log" &
+    python3 -m pytest tests/gpu -q -p no:cacheprovider 2>&1 | quiet > "$out/gpu-tests.log"
+    wait
+    tail -n "$1" "$out/gpu-tests.log"
+}
 mps_stop() {
     echo quit | nvidia-cuda-mps-control
     unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
@@ -147,12 +156,7 @@ one-call)
     # kernel cache of an earlier session on this kind of card
     start=$(date +%s)
     if [ -f ".xfer/c/qcache-${card}.tgz" ]; then mkdir -p ~/.cache && tar xzf ".xfer/c/qcache-${card}.tgz" -C ~/.cache; fi
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
-    python3 bench/performance_mode.py --cache cold --build-only --task go2-walk --n-envs 4096 --performance-mode 0 \
-        --out "$out/warm-go2.jsonl" 2>&1 | quiet > "$out/warm-go2.log" &
-    python3 -m pytest tests/gpu -q -p no:cacheprovider 2>&1 | quiet > "$out/gpu-tests.log"
-    wait
-    tail -n 8 "$out/gpu-tests.log"
+    tests_beside_go2_build 8
     left=$(( ${GS_CALL_SECONDS:-585} - ($(date +%s) - start) ))
     echo "tests and build took $(( $(date +%s) - start )) s; ${left} s left for go2-walk"
     timeout "$left" python3 bench/go2_vs_reference.py --tasks go2-walk \
@@ -253,12 +257,7 @@ nofinal)
     if [ -f ".xfer/c/qcache-${card}.tgz" ]; then
         mkdir -p ~/.cache && tar xzf ".xfer/c/qcache-${card}.tgz" -C ~/.cache && carried=1
     fi
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
-    python3 bench/performance_mode.py --cache cold --build-only --task go2-walk --n-envs 4096 --performance-mode 0 \
-        --out "$out/warm-go2.jsonl" 2>&1 | quiet > "$out/warm-go2.log" &
-    python3 -m pytest tests/gpu -q -p no:cacheprovider 2>&1 | quiet > "$out/gpu-tests.log"
-    wait
-    tail -n 3 "$out/gpu-tests.log"
+    tests_beside_go2_build 3
     [ "$carried" = 1 ] || tar czf "$out/qcache-${card}.tgz" -C ~/.cache quadrants  # before what may time out
     timeout $(( ${GS_CALL_SECONDS:-540} - ($(date +%s) - start) )) python3 bench/go2_vs_reference.py --tasks go2-walk \
         --paths a b c d "b'" b-samestep b-samestep-nofinal c-samestep-nofinal --repeats 7 --steps 100 \
