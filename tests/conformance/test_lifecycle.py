@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import psutil
 import pytest
 from gymnasium.error import ClosedEnvironmentError
 
 from gs_gym import CallOrderError, GenesisVectorEnv
+from tests.processes import wait_until_reaped
 
 
 @pytest.mark.parametrize("num_workers", [0, 1])
@@ -29,7 +29,7 @@ def test_lifecycle_with_numpy_output(num_workers):
         env.close()
     env.close()  # idempotent
     assert env.closed
-    assert not [pid for pid in pids if psutil.pid_exists(pid)]  # joined and reaped
+    assert wait_until_reaped(pids) == []  # every worker ends and is reaped, none left a zombie
     calls = [
         ("reset", lambda: env.reset()),
         ("step", lambda: env.step(np.zeros((3, 1)))),

@@ -73,17 +73,6 @@ def wait_until_gone(pids: list[int], timeout: float) -> list[int]:
         time.sleep(0.05)
 
 
-def wait_until_reaped(pids: list[int], timeout: float = 60.0) -> list[int]:
-    """Poll until no pid exists any more, not even as a zombie, or ``timeout`` passes; returns those left. A process
-    killed by ``close`` is reaped once the kernel has torn it down, which a loaded machine may take seconds to do."""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = [pid for pid in pids if psutil.pid_exists(pid)]
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.05)
-
-
 class Driver:
     """A separate Python process running ``script``, which builds an env, prints ``pids <pid> ...``, and then waits
     for a line on its stdin before it starts stepping (``start``): a driver built ahead of its test (``prebuilt``)

@@ -12,7 +12,8 @@ import torch
 from gymnasium.error import ClosedEnvironmentError
 
 from gs_gym.errors import PoolClosedError
-from tests.faults.conftest import make_env, wait_until_reaped, worker_pids
+from tests.faults.conftest import make_env, worker_pids
+from tests.processes import wait_until_reaped
 
 
 def test_a_worker_stuck_in_its_cleanup_is_stopped_and_reaped(tmp_path):

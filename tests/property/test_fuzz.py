@@ -22,7 +22,6 @@ from typing import Any
 from unittest import mock
 
 import numpy as np
-import psutil
 import pytest
 import torch
 from gymnasium.error import AlreadyPendingCallError, NoAsyncCallError
@@ -35,6 +34,7 @@ from gs_gym import GenesisVectorEnv
 from gs_gym.errors import CallOrderError, WorkerError
 from gs_gym.transport.devices import visible_gpu_count
 from tests.conftest import MAX_EPISODE_STEPS, NUM_ENVS
+from tests.processes import wait_until_reaped
 
 N = NUM_ENVS
 ACTION_SHAPE = (N, 1)
@@ -962,4 +962,4 @@ def test_huge_timeouts_are_refused_or_honoured():
     except ValueError as error:  # refused (and nothing closed): close with the default
         assert str(error).startswith("timeout"), str(error)
         env.close()
-    assert not [pid for pid in pids if psutil.pid_exists(pid)], "close left workers unreaped"
+    assert wait_until_reaped(pids) == [], "close left workers unreaped"
