@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import psutil
 import pytest
 
 from gs_gym import GenesisVectorEnv, Task
@@ -53,24 +52,6 @@ def make_env(num_envs: int, task: str | type[Task] = FaultyCartPole, **kwargs: A
 
 def worker_pids(env: GenesisVectorEnv) -> list[int]:
     return env.worker_pids
-
-
-def gone(pid: int) -> bool:
-    """True when ``pid`` no longer runs (reaped, or a zombie nobody has reaped yet)."""
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
-def wait_until_gone(pids: list[int], timeout: float) -> list[int]:
-    """Poll until every pid is gone or ``timeout`` passes; returns those still running (a correctness wait)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        alive = [pid for pid in pids if not gone(pid)]
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.05)
 
 
 class Driver:

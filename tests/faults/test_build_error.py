@@ -10,7 +10,8 @@ import pytest
 from gs_gym import BuildError
 from gs_gym.errors import RemoteTraceback
 from gs_gym.transport import pool as pool_module
-from tests.faults.conftest import make_env, wait_until_gone
+from tests.faults.conftest import make_env
+from tests.processes import wait_until_gone
 
 
 def test_build_error_carries_the_worker_traceback_and_leaves_no_process(monkeypatch, _prebuilder):

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from gs_gym import EnvFailedError, WorkerCrashedError
-from tests.faults.conftest import make_env, wait_until_gone, worker_pids
+from tests.faults.conftest import make_env, worker_pids
+from tests.processes import wait_until_gone
 
 RECIPES = {
     # step_timeout=30 (make_env's default here): were the sentinel not watched, these would end in

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from gs_gym import EnvFailedError, GenesisVectorEnv, WorkerCrashedError
-from tests.faults.conftest import make_env, wait_until_gone, worker_pids
+from tests.faults.conftest import make_env, worker_pids
+from tests.processes import wait_until_gone
 
 NUM_ENVS = 4  # worker 0: envs 0-1, worker 1: envs 2-3
 SETTINGS = {"seed": 3, "autoreset_mode": "disabled"}

@@ -10,7 +10,8 @@ import textwrap
 import psutil
 import pytest
 
-from tests.faults.conftest import Driver, wait_until_gone
+from tests.faults.conftest import Driver
+from tests.processes import wait_until_gone
 
 DRIVER = textwrap.dedent(
     """

@@ -11,7 +11,8 @@ import torch
 
 from gs_gym import EnvFailedError, WorkerCrashedError, WorkerError, WorkerTimeoutError
 from gs_gym.errors import RemoteTraceback
-from tests.faults.conftest import make_env, wait_until_gone, worker_pids
+from tests.faults.conftest import make_env, worker_pids
+from tests.processes import wait_until_gone
 
 RECIPES = {
     # two workers, envs 0-1 and 2-3; the fault hits the second (env_offset 2)
