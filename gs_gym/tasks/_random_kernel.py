@@ -192,7 +192,7 @@ class KernelDraws:
         key = (role, tuple(shape))
         parameter = self._parameters.get(key)
         if parameter is None:
-            parameter = self._parameters[key] = _Parameter(tuple(shape), self.state.device)
+            parameter = self._parameters[key] = _Parameter(tuple(shape))
         parameter.set(value)
         return parameter.array
 
@@ -200,8 +200,8 @@ class KernelDraws:
 class _Parameter:
     """A flat float32 array that a kernel reads: a value broadcast to ``shape``, written again only when it changes."""
 
-    def __init__(self, shape: tuple[int, ...], device: torch.device) -> None:
-        self.shape, self.device = shape, device
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
         self.array, self._view = _array(qd.f32, (math.prod(shape),))
         self._source: float | torch.Tensor | None = None
         self._version = -1
@@ -212,7 +212,7 @@ class _Parameter:
         if isinstance(value, torch.Tensor):
             if value is source and value._version == self._version:
                 return
-            self._view.copy_(_flat_float32(value, self.shape, self.device))
+            self._view.copy_(_flat_float32(value, self.shape, self._view.device))
             self._source, self._version = value, value._version  # held, so that its id is not reused
         elif isinstance(source, torch.Tensor) or source is None or value != source:
             self._view.fill_(value)
