@@ -39,6 +39,9 @@
 #   bash bench/gpu_session.sh reset-state-steps  # go2-walk a b b-samestep b-samestep-reread c c-samestep, 7 rounds
 # Session 13 (random draws with reusable quadrants launches, final_obs=False for rsl_rl):
 #   bash bench/gpu_session.sh nofinal    # tests/gpu, go2-walk a b c d b' and the SAME_STEP variants, rsl_rl pairs
+# Session 14 (at most 8 files come back from one device call):
+#   bash bench/gpu_session.sh steps-and-training  # go2-walk's step benchmark as in nofinal, then examples/rsl_rl_go2.py
+#                                                 # in process and on the reference env as pairs b a a b
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
 set -uo pipefail
@@ -269,6 +272,21 @@ nofinal)
             --out "$out/frozen-$path-${card}.json" 2>&1 | quiet > "$out/frozen-$path.log"
     done
     python3 bench/profile_rsl_rl.py --table "$out"/frozen-*-"${card}".json 2>&1 | head -10
+    ;;
+steps-and-training)
+    start=$(date +%s)
+    timeout 200 python3 bench/go2_vs_reference.py --tasks go2-walk \
+        --paths a b c d "b'" b-samestep b-samestep-nofinal c-samestep-nofinal --repeats 7 --steps 100 \
+        --out "$out/go2-vs-reference-${card}.json" 2>&1 | quiet > "$out/go2-vs-reference.log"
+    tail -n 14 "$out/go2-vs-reference.log"
+    for run in "b1 gs_gym --num-workers 0" "a1 reference" "a2 reference" "b2 gs_gym --num-workers 0"; do
+        [ $(( $(date +%s) - start )) -lt "${GS_CALL_SECONDS:-540}" ] || break
+        set -- $run; name=$1; shift
+        python3 examples/rsl_rl_go2.py --env "$@" --out "/tmp/rsl_rl_go2-$name" 2>&1 | quiet \
+            > "/tmp/rsl_rl_go2-$name.log"
+        cp "/tmp/rsl_rl_go2-$name/curve.json" "$out/rsl_rl_go2-$name-${card}.json"
+        { echo "== $name: $*"; tail -n 4 "/tmp/rsl_rl_go2-$name.log"; } | tee -a "$out/rsl_rl_go2.log"
+    done
     ;;
 warm-go2)
     if [ -f .xfer/c/qcache-h200.tgz ]; then mkdir -p ~/.cache && tar xzf .xfer/c/qcache-h200.tgz -C ~/.cache; fi
