@@ -9,11 +9,14 @@ rsl-rl-lib 5's format, and ``learn`` is called as there: 101 iterations, ``init_
 rsl_rl adapter sets the envs' episode step counters). ``TASK_KWARGS`` is that example's command: walk forward at
 0.5 m/s (``--task-kwargs '{}'`` gives go2-walk's own command ranges); physics and reward terms are go2-walk's.
 
-``--env gs_gym`` runs ``GenesisVectorEnv`` through ``gs_gym.adapters.rsl_rl`` (``--num-workers 0``: in this
-process). ``--env reference`` runs ``Go2ReferenceEnv``, the same Go2 written the way Genesis's example writes its
-env (one scene in this process), behind a small rsl_rl ``VecEnv``. Both report what Genesis's example reports in
-``extras["episode"]``, which rsl_rl logs as ``Episode/rew_<term>``: each weighted reward term summed over an
-episode and divided by the episode duration (20 s), averaged over the episodes that ended, once per rollout.
+``--env gs_gym`` runs ``GenesisVectorEnv`` through ``gs_gym.adapters.rsl_rl``, in this process unless the machine
+has several GPUs (then one worker per GPU): on the GPU the learner uses, a worker's context switches with the
+learner's cost it 13-15% of its collection speed (bench/results, "rsl_rl's go2 recipe trained again");
+``--num-workers 1`` runs it in one worker anyway. ``--env reference`` runs ``Go2ReferenceEnv``, the same Go2 written
+the way Genesis's example writes its env (one scene in this process), behind a small rsl_rl ``VecEnv``. Both report
+what Genesis's example reports in ``extras["episode"]``, which rsl_rl logs as ``Episode/rew_<term>``: each weighted
+reward term summed over an episode and divided by the episode duration (20 s), averaged over the episodes that
+ended, once per rollout.
 
 Writes ``--out``/curve.json: per iteration the runner's mean episode reward and length (its last 100 episodes, null
 before one ended), the ``rew_*`` terms, collection and learning seconds; totals (wall time, final tracking reward)
@@ -279,11 +282,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num-steps-per-env", type=int, default=TRAIN_CFG["num_steps_per_env"])
     p.add_argument("--backend", choices=("cpu", "gpu"), default="gpu" if torch.cuda.is_available() else "cpu")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--num-workers", type=int, default=1, help="gs_gym's worker processes (0: in this process)")
+    workers = "gs_gym's worker processes (0: in this process); default 0 on one device (the CPU or a single GPU: the"
+    workers += " learner shares it, and in process collects faster), else one per GPU"
+    p.add_argument("--num-workers", type=int, default=None, help=workers)
     p.add_argument("--performance-mode", action="store_true", help="Genesis's performance_mode, in either env")
     p.add_argument("--task-kwargs", type=json.loads, default=TASK_KWARGS, help="go2-walk config overrides (JSON)")
     p.add_argument("--out", type=Path, default=None, help="default runs/rsl_rl_go2-<env>")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.num_workers is None:
+        gpus = torch.cuda.device_count() if args.backend == "gpu" else 0
+        args.num_workers = gpus if gpus > 1 else 0
+    return args
 
 
 def main() -> None:

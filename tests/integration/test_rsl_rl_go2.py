@@ -1,5 +1,6 @@
 """``examples/rsl_rl_go2.py`` through its command line on the CPU backend: rsl_rl's ``OnPolicyRunner`` with Genesis's
-go2 recipe, two short iterations on gs_gym's go2-walk (one worker, the default) and on the reference env of ``bench/``.
+go2 recipe, two short iterations on gs_gym's go2-walk (in process, the example's default on one device, and in one
+worker) and on the reference env of ``bench/``.
 
 4 envs, go2-walk's size in ``tests/tasks/test_go2_walk.py`` (its kernels are reused); each run takes about 30 s on 2
 cores with a warm kernel cache, nearly all of it importing Genesis and building the scene. The untrained policy
@@ -75,11 +76,12 @@ needs_rsl_rl = pytest.mark.skipif(
 
 
 @needs_rsl_rl
-@pytest.mark.parametrize("env", ["gs_gym", "reference"])
-def test_two_iterations_write_the_curve(env, tmp_path):
+@pytest.mark.parametrize(("env", "num_workers"), [("gs_gym", None), ("gs_gym", 1), ("reference", None)])
+def test_two_iterations_write_the_curve(env, num_workers, tmp_path):
     out = tmp_path / "out"
     argv = ["--env", env, "--backend", "cpu", "--num-envs", str(NUM_ENVS), "--iterations", str(ITERATIONS)]
     argv += ["--num-steps-per-env", str(STEPS), "--seed", "0", "--out", str(out)]
+    argv += [] if num_workers is None else ["--num-workers", str(num_workers)]
     run = subprocess.run(
         [sys.executable, str(EXAMPLE), *argv], capture_output=True, text=True, timeout=900, cwd=tmp_path
     )
@@ -95,7 +97,7 @@ def test_two_iterations_write_the_curve(env, tmp_path):
         "num_steps_per_env": STEPS,
         "backend": "cpu",
         "seed": 0,
-        "num_workers": 1 if env == "gs_gym" else None,
+        "num_workers": (num_workers or 0) if env == "gs_gym" else None,  # in process by default on one device
         "performance_mode": False,
         "task_kwargs": GENESIS_COMMAND,
     }
