@@ -42,6 +42,7 @@
 # Session 14 (at most 8 files come back from one device call):
 #   bash bench/gpu_session.sh steps-and-training  # go2-walk's step benchmark as in nofinal, then examples/rsl_rl_go2.py
 #                                                 # in process and on the reference env as pairs b a a b
+#   bash bench/gpu_session.sh wrapper   # bench/wrapper_overhead.py: gs_gym's own step cost with a task of no scene
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
 set -uo pipefail
@@ -287,6 +288,10 @@ steps-and-training)
         cp "/tmp/rsl_rl_go2-$name/curve.json" "$out/rsl_rl_go2-$name-${card}.json"
         { echo "== $name: $*"; tail -n 4 "/tmp/rsl_rl_go2-$name.log"; } | tee -a "$out/rsl_rl_go2.log"
     done
+    ;;
+wrapper)
+    python3 bench/wrapper_overhead.py --backend gpu --out "$out/wrapper-overhead-${card}.json" 2>&1 | quiet \
+        | tee "$out/wrapper-overhead.log" | tail -10
     ;;
 warm-go2)
     if [ -f .xfer/c/qcache-h200.tgz ]; then mkdir -p ~/.cache && tar xzf .xfer/c/qcache-h200.tgz -C ~/.cache; fi
