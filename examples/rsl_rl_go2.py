@@ -11,7 +11,7 @@ rsl_rl adapter sets the envs' episode step counters). ``TASK_KWARGS`` is that ex
 
 ``--env gs_gym`` runs ``GenesisVectorEnv`` through ``gs_gym.adapters.rsl_rl``, in this process unless the machine
 has several GPUs (then one worker per GPU): on the GPU the learner uses, a worker's context switches with the
-learner's cost it 13-15% of its collection speed (bench/results, "rsl_rl's go2 recipe trained again");
+learner's cost it 13-27% of its collection speed on two machines of three (bench/results);
 ``--num-workers 1`` runs it in one worker anyway. ``--env reference`` runs ``Go2ReferenceEnv``, the same Go2 written
 the way Genesis's example writes its env (one scene in this process), behind a small rsl_rl ``VecEnv``. Both report
 what Genesis's example reports in ``extras["episode"]``, which rsl_rl logs as ``Episode/rew_<term>``: each weighted
