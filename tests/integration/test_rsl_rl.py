@@ -1,7 +1,8 @@
 """rsl_rl adapter (``gs_gym.adapters.rsl_rl``) on the CPU backend.
 
 One scene (cartpole over one worker, ``max_episode_steps=20`` so that time limits come quickly, about 15-25 s to
-build) serves the whole module; the missing-extra error and the argument checks need no scene.
+build) serves most of the module; the episode statistics test builds its own (a ``RecordingEnv``, in process and
+over two workers), as does the ``final_obs`` one; the missing-extra error and the argument checks need no scene.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import sys
 import pytest
 import torch
 from gymnasium.vector import AutoresetMode
+
+from tests.episode_replay import RecordingEnv, replay_statistics
 
 HAVE_RSL_RL = importlib.util.find_spec("rsl_rl") is not None and importlib.util.find_spec("tensordict") is not None
 needs_rsl_rl = pytest.mark.skipif(
@@ -214,6 +217,34 @@ def test_runner_with_random_initial_lengths(env, tmp_path, monkeypatch, one_torc
     # the logger counts lengths from the learn() call, so a first episode started at n ends by MAX_STEPS - n
     assert all(0 < length <= MAX_STEPS for length in runner.logger.lenbuffer)
     assert (tmp_path / "model_1.pt").is_file()
+
+
+@needs_rsl_rl
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_runner_episode_statistics_match_gs_gym_wrappers(num_workers, tmp_path, one_torch_thread):
+    """What ``OnPolicyRunner`` logs of the episodes (its ``rewbuffer``/``lenbuffer``: ``Train/mean_reward`` and
+    ``Train/mean_episode_length`` are their means) over two iterations with rsl_rl's defaults is exactly what
+    ``TorchRecordEpisodeStatistics`` records over the same steps (replayed through ``tests.episode_replay``)."""
+    from rsl_rl.runners import OnPolicyRunner
+
+    from gs_gym.adapters.rsl_rl import RslRlVecEnv
+
+    kwargs = {**ENV_KWARGS, "num_workers": num_workers}
+    venv = RecordingEnv(NUM_ENVS, output="torch", autoreset_mode=AutoresetMode.SAME_STEP, final_obs=False, **kwargs)
+    try:
+        torch.manual_seed(0)
+        runner = OnPolicyRunner(RslRlVecEnv(venv, seed=SEED), train_cfg(), log_dir=str(tmp_path), device="cpu")
+        runner.learn(num_learning_iterations=2)
+        steps = [call for call in venv.calls if call[0] == "step"]
+        assert len(steps) == 2 * train_cfg()["num_steps_per_env"]
+
+        expected = replay_statistics(venv.calls, venv)
+        assert expected.count >= NUM_ENVS  # each env reached the time limit at least once
+        assert expected.count < runner.logger.rewbuffer.maxlen  # the runner's buffers dropped none
+        assert list(runner.logger.rewbuffer) == expected.returns  # float32 sums in the same order: exact
+        assert [int(length) for length in runner.logger.lenbuffer] == expected.lengths
+    finally:
+        venv.close()
 
 
 @needs_rsl_rl
