@@ -2,7 +2,7 @@
 
 Three scenes are built for the whole module (about 10-15 s each): the adapter over one worker and the in-process
 reference, both cartpole with ``max_episode_steps=20`` so that truncations come quickly, and the PPO env
-(``max_episode_steps=200``). The index-to-worker mapping is checked on a fake vector env, with no scene at all.
+(``max_episode_steps=200``); the episode statistics test builds two of its own (recorded and replayed). The index-to-worker mapping is checked on a fake vector env, with no scene at all.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from gs_gym import GenesisVectorEnv
 from gs_gym.adapters.sb3 import Sb3VecEnv
 from gs_gym.transport.protocol import Command
 from gs_gym.vector.sharding import split_envs
+from tests.episode_replay import RecordingEnv, replay_statistics
 
 NUM_ENVS = 8
 MAX_STEPS = 20
@@ -237,6 +238,32 @@ def test_ppo_improves_on_cartpole(tmp_path):
         torch.set_num_threads(threads)
     print(f"PPO cartpole: mean return {initial:.1f} -> {final:.1f} after {train_seconds:.1f} s of training")
     assert final >= 2 * initial and final >= initial + 40, (initial, final)
+
+
+def test_ppo_episode_statistics_match_gs_gym_wrappers(tmp_path):
+    """What PPO logs of the episodes (its ``ep_info_buffer``, from ``VecMonitor``: ``rollout/ep_rew_mean`` and
+    ``ep_len_mean`` are its means) over two rollouts with SB3's defaults is exactly what
+    ``TorchRecordEpisodeStatistics`` records over the same steps, replayed on an in-process torch env of the same
+    settings (``tests.episode_replay``)."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import configure
+
+    venv = RecordingEnv(NUM_ENVS, num_workers=1, output="numpy", autoreset_mode="same_step", **ENV_KWARGS)
+    replay = GenesisVectorEnv(NUM_ENVS, num_workers=0, output="torch", autoreset_mode="same_step", **ENV_KWARGS)
+    try:
+        model = PPO("MlpPolicy", VecMonitor(Sb3VecEnv(venv)), n_steps=16, batch_size=64, seed=SEED, verbose=0)
+        model.set_logger(configure(str(tmp_path), []))  # else learn() makes a directory in /tmp for its logs
+        model.learn(total_timesteps=2 * 16 * NUM_ENVS)
+        assert sum(1 for call in venv.calls if call[0] == "step") == 2 * 16
+
+        expected = replay_statistics(venv.calls, replay)
+        assert expected.count >= NUM_ENVS  # each env reached the time limit at least once
+        assert expected.count < model.ep_info_buffer.maxlen  # the buffer dropped none
+        assert [float(info["r"]) for info in model.ep_info_buffer] == expected.returns  # float32 sums: exact
+        assert [info["l"] for info in model.ep_info_buffer] == expected.lengths
+    finally:
+        venv.close()
+        replay.close()
 
 
 # -- construction errors and the env-index -> worker mapping (no scene built) -----------------------------------------
