@@ -2,7 +2,8 @@
 
 Three scenes are built for the whole module (about 10-15 s each): the adapter over one worker and the in-process
 reference, both cartpole with ``max_episode_steps=20`` so that truncations come quickly, and the PPO env
-(``max_episode_steps=200``); the episode statistics test builds two of its own (recorded and replayed). The index-to-worker mapping is checked on a fake vector env, with no scene at all.
+(``max_episode_steps=200``); the episode statistics test builds two of its own (recorded and replayed). The
+index-to-worker mapping is checked on a fake vector env, with no scene at all.
 """
 
 from __future__ import annotations
