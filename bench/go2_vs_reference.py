@@ -20,6 +20,7 @@ For each task and n_envs, one path after the other in this process (path c also 
                compute_rewards, compute_terminated`` on a task built with ``Task(config, TaskContext.create(...))``
   b'           path b with episode ends lifted (no termination, no time limit): the same work as d plus the wrapper
                (on the command line also ``b-noends``)
+  b'-nochecks  path b' with ``check_actions=False, check_observations=False``: the wrapper without its one wait
 
 Every step gets fresh random actions drawn on the env's device, uniform in the action box (``--action-scale``
 shrinks it), so robots fall and episodes end and reset in a, b and c (the rate is reported). A path is built and
@@ -107,6 +108,7 @@ PATH_LABELS = {
     "c": "gs_gym default (num_workers=1)",
     "d": "raw task hooks, no resets",
     "b'": "in-process, episode ends lifted",
+    "b'-nochecks": "in-process, episode ends lifted, check_actions/observations off",
 }
 PATH_ALIASES = {"b-noends": "b'", "bp": "b'"}
 TASK_PATHS = {
@@ -118,7 +120,8 @@ NO_EPISODE_ENDS = {
     "go2-walk": {"max_episode_steps": 10**9, "max_roll": math.inf, "max_pitch": math.inf},
     "franka-reach": {"max_episode_steps": 10**9, "terminate_on_success": False},
 }
-"""task_kwargs of path b': nothing terminates and nothing is truncated."""
+"""task_kwargs of the paths in ``NO_ENDS_PATHS``: nothing terminates and nothing is truncated."""
+NO_ENDS_PATHS = ("b'", "b'-nochecks")
 VECTOR_ENV_OPTIONS = {
     "b": {"num_workers": 0},
     "b-nochecks": {"num_workers": 0, "check_actions": False, "check_observations": False},
@@ -134,6 +137,7 @@ VECTOR_ENV_OPTIONS = {
     "c-samestep-nofinal": {"num_workers": 1, "autoreset_mode": "same_step", "final_obs": False},
     "c": {"num_workers": 1},
     "b'": {"num_workers": 0},
+    "b'-nochecks": {"num_workers": 0, "check_actions": False, "check_observations": False},
 }
 RATIOS = {
     "in_process_vs_reference": ("b", "a"),
@@ -247,7 +251,7 @@ def with_hook_timers(task_class: type) -> type:
 def make_vector_env(task: str, n_envs: int, backend: str, path: str, hook_timers: bool = False) -> Any:
     from gs_gym import GenesisVectorEnv  # here, so that path a runs while the vector env is being rewritten
 
-    task_kwargs = NO_EPISODE_ENDS[task] if path == "b'" else {}
+    task_kwargs = NO_EPISODE_ENDS[task] if path in NO_ENDS_PATHS else {}
     task_class = with_hook_timers(resolve_task(task)) if hook_timers else task
     return GenesisVectorEnv(
         n_envs, task_class, backend=backend, seed=0, task_kwargs=task_kwargs, verbose=False, **VECTOR_ENV_OPTIONS[path]
@@ -530,7 +534,7 @@ def build_and_warm(
 ) -> None:
     """Build the path (or take its env from ``early``), reset it and step it ``--warmup`` times (counting episode
     ends)."""
-    if measured.path == "b'":
+    if measured.path in NO_ENDS_PATHS:
         measured.row["task_kwargs"] = NO_EPISODE_ENDS[task]
     env, construct_s = early.result() if early is not None else (None, 0.0)
     start = time.perf_counter() - construct_s  # a path built in a thread: its own construction, not the wait for it

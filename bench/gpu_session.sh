@@ -40,8 +40,9 @@
 # Session 13 (random draws with reusable quadrants launches, final_obs=False for rsl_rl):
 #   bash bench/gpu_session.sh nofinal    # tests/gpu, go2-walk a b c d b' and the SAME_STEP variants, rsl_rl pairs
 # Session 14 (at most 8 files come back from one device call):
-#   bash bench/gpu_session.sh steps-and-training  # go2-walk's step benchmark as in nofinal, then examples/rsl_rl_go2.py
-#                                                 # in process and on the reference env as pairs b a a b
+#   bash bench/gpu_session.sh steps-and-training  # go2-walk's step benchmark as in nofinal (and b' without checks),
+#                                                 # then examples/rsl_rl_go2.py in process and on the reference env
+#                                                 # as pairs b a a b
 #   bash bench/gpu_session.sh wrapper   # bench/wrapper_overhead.py: gs_gym's own step cost with a task of no scene
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
@@ -276,8 +277,8 @@ nofinal)
     ;;
 steps-and-training)
     start=$(date +%s)
-    timeout 200 python3 bench/go2_vs_reference.py --tasks go2-walk \
-        --paths a b c d "b'" b-samestep b-samestep-nofinal c-samestep-nofinal --repeats 7 --steps 100 \
+    timeout 220 python3 bench/go2_vs_reference.py --tasks go2-walk \
+        --paths a b c d "b'" "b'-nochecks" b-samestep b-samestep-nofinal c-samestep-nofinal --repeats 7 --steps 100 \
         --out "$out/go2-vs-reference-${card}.json" 2>&1 | quiet > "$out/go2-vs-reference.log"
     tail -n 14 "$out/go2-vs-reference.log"
     for run in "b1 gs_gym --num-workers 0" "a1 reference" "a2 reference" "b2 gs_gym --num-workers 0"; do
