@@ -277,6 +277,7 @@ nofinal)
     ;;
 steps-and-training)
     start=$(date +%s)
+    if [ -f ".xfer/c/qcache-${card}.tgz" ]; then mkdir -p ~/.cache && tar xzf ".xfer/c/qcache-${card}.tgz" -C ~/.cache; fi
     timeout 220 python3 bench/go2_vs_reference.py --tasks go2-walk \
         --paths a b c d "b'" "b'-nochecks" b-samestep b-samestep-nofinal c-samestep-nofinal --repeats 7 --steps 100 \
         --out "$out/go2-vs-reference-${card}.json" 2>&1 | quiet > "$out/go2-vs-reference.log"
