@@ -68,6 +68,10 @@ tests_beside_go2_build() {
     wait
     tail -n "$1" "$out/gpu-tests.log"
 }
+unpack_kernel_cache() {
+    # this card's kernel cache from .xfer/c into ~/.cache when the call carried one; fails (status 1) when it did not
+    [ -f ".xfer/c/qcache-${card}.tgz" ] && mkdir -p ~/.cache && tar xzf ".xfer/c/qcache-${card}.tgz" -C ~/.cache
+}
 mps_stop() {
     echo quit | nvidia-cuda-mps-control
     unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
@@ -160,7 +164,7 @@ one-call)
     # (the log keeps what finished); GS_PATHS replaces the paths; .xfer/c/qcache-<card>.tgz, when carried, is the
     # kernel cache of an earlier session on this kind of card
     start=$(date +%s)
-    if [ -f ".xfer/c/qcache-${card}.tgz" ]; then mkdir -p ~/.cache && tar xzf ".xfer/c/qcache-${card}.tgz" -C ~/.cache; fi
+    unpack_kernel_cache
     tests_beside_go2_build 8
     left=$(( ${GS_CALL_SECONDS:-585} - ($(date +%s) - start) ))
     echo "tests and build took $(( $(date +%s) - start )) s; ${left} s left for go2-walk"
@@ -228,7 +232,7 @@ reset-state)
     # Task.read_reset_state (the SAME_STEP state of new episodes written by the task): rsl_rl's rollout with the
     # policy frozen on a, b and c, with the host functions cProfile finds (a first: it compiles go2's kernels, unless
     # .xfer/c/qcache-${card}.tgz carries them); the kernel cache then goes to $OUT for the next session to carry
-    if [ -f ".xfer/c/qcache-${card}.tgz" ]; then mkdir -p ~/.cache && tar xzf ".xfer/c/qcache-${card}.tgz" -C ~/.cache; fi
+    unpack_kernel_cache
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
     for run in "a reference" "b gs_gym --num-workers 0" "c gs_gym --num-workers 1"; do
         set -- $run; path=$1; shift
@@ -259,9 +263,7 @@ nofinal)
     # left (GS_CALL_SECONDS); the kernel cache goes to $OUT right after the build when none was carried
     start=$(date +%s)
     carried=0
-    if [ -f ".xfer/c/qcache-${card}.tgz" ]; then
-        mkdir -p ~/.cache && tar xzf ".xfer/c/qcache-${card}.tgz" -C ~/.cache && carried=1
-    fi
+    unpack_kernel_cache && carried=1
     tests_beside_go2_build 3
     [ "$carried" = 1 ] || tar czf "$out/qcache-${card}.tgz" -C ~/.cache quadrants  # before what may time out
     timeout $(( ${GS_CALL_SECONDS:-540} - ($(date +%s) - start) )) python3 bench/go2_vs_reference.py --tasks go2-walk \
@@ -277,7 +279,7 @@ nofinal)
     ;;
 steps-and-training)
     start=$(date +%s)
-    if [ -f ".xfer/c/qcache-${card}.tgz" ]; then mkdir -p ~/.cache && tar xzf ".xfer/c/qcache-${card}.tgz" -C ~/.cache; fi
+    unpack_kernel_cache
     timeout 220 python3 bench/go2_vs_reference.py --tasks go2-walk \
         --paths a b c d "b'" "b'-nochecks" b-samestep b-samestep-nofinal c-samestep-nofinal --repeats 7 --steps 100 \
         --out "$out/go2-vs-reference-${card}.json" 2>&1 | quiet > "$out/go2-vs-reference.log"

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from gs_gym import GenesisVectorEnv
-from gs_gym.benchmark import machine_description
+from gs_gym.benchmark import machine_description, synchronize
 from gs_gym.tasks.base import Task
 
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -70,11 +70,6 @@ class IdleTask(Task):
 
     def compute_terminated(self) -> torch.Tensor:
         return self.terminated
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def main() -> None:

@@ -50,7 +50,8 @@ def standard_configs(backend: str, worker_counts: Sequence[int]) -> list[BenchCo
     return configs
 
 
-def _synchronize(device: torch.device) -> None:
+def synchronize(device: torch.device) -> None:
+    """Wait for the work queued on ``device`` (a CUDA device; nothing to wait for on the CPU)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -77,7 +78,7 @@ def time_steps(
     actions = torch.empty(num_envs, *action_shape, device=device)
     for _ in range(warmup):
         step(actions.uniform_(-1, 1))
-    _synchronize(device)
+    synchronize(device)
     results, total_steps = [], 0
     probe_start = probe() if probe is not None else 0.0
     for _ in range(repeats):
@@ -85,7 +86,7 @@ def time_steps(
         while steps % 10 or time.perf_counter() - start < seconds:
             step(actions.uniform_(-1, 1))
             steps += 1
-        _synchronize(device)
+        synchronize(device)
         results.append((time.perf_counter() - start) / steps)
         total_steps += steps
     probe_per_step = None if probe is None else (probe() - probe_start) / total_steps
