@@ -14,6 +14,7 @@ sends a command; the worker's stream waits on it before touching the buffers, an
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from typing import Any
 
@@ -41,11 +42,12 @@ class ShardBuffers:
     final_observations: torch.Tensor
     """Observations before autoreset (SAME_STEP): equal to ``observations`` except for envs that were reset."""
     step_flags: torch.Tensor
-    """bool ``(2,)`` in host memory: what the last step found, at ``ALL_FINITE`` (the values the checks cover were all
-    finite) and ``ANY_DONE`` (some env finished; SAME_STEP only). The shard computes them on its device and copies
-    them here at the end of the step; with CUDA buffers this memory is page-locked (``lock_step_flags``), so that the
-    copy does not wait either. The parent reads them after the step's reply (``OpenedShard.step_flags``): the step's
-    one host wait happens there, and waits on the worker's own event, with no work of the parent's on the GPU."""
+    """float32 ``(2,)`` in host memory: what the last step found, at ``ALL_FINITE`` the sum of the values the checks
+    cover (finite when they all were) and at ``ANY_DONE`` the number of envs that finished (``gs_gym.vector.flags``).
+    The shard computes them on its device and copies them here once per step; with CUDA buffers this memory is
+    page-locked (``lock_step_flags``), so that the copy does not wait either. The parent reads them after the step's
+    reply (``OpenedShard.step_flags``): the step's one host wait happens there, and waits on the worker's own event,
+    with no work of the parent's on the GPU."""
 
     @classmethod
     def allocate(
@@ -61,7 +63,7 @@ class ShardBuffers:
             terminated=zeros(num_envs, dtype=torch.bool),
             truncated=zeros(num_envs, dtype=torch.bool),
             final_observations=zeros(num_envs, *obs_shape),
-            step_flags=torch.tensor([True, False]),
+            step_flags=torch.tensor([0.0, 1.0]),  # before any step: finite, and "some env may be done"
         )
 
     def tensors(self) -> dict[str, torch.Tensor]:
@@ -88,7 +90,7 @@ class ShardBuffers:
 
 @dataclasses.dataclass(frozen=True)
 class StepFlags:
-    """``ShardBuffers.step_flags`` as Python bools."""
+    """``ShardBuffers.step_flags`` as Python bools (``OpenedShard.step_flags``)."""
 
     all_finite: bool
     any_done: bool
@@ -168,8 +170,8 @@ class OpenedShard:
             self.events.worker_done.synchronize()
         elif buffers.actions.device.type == "cuda":
             torch.cuda.current_stream(buffers.actions.device).synchronize()
-        all_finite, any_done = buffers.step_flags.tolist()
-        return StepFlags(all_finite, any_done)
+        checked_sum, done_count = buffers.step_flags.tolist()
+        return StepFlags(all_finite=math.isfinite(checked_sum), any_done=done_count > 0)
 
     def acquire(self) -> None:
         """After such a command's reply: this process's stream reads the outputs only once the worker's writes are

@@ -66,6 +66,8 @@ class BatchIO:
                 for i, (shard, part) in enumerate(zip(self.ranges, actions, strict=True))
             ]
         batch = as_action_tensor(actions, (self.num_envs, *self.action_shape))
+        if len(self.ranges) == 1:
+            return [batch]  # the whole batch: no slice to make
         return [batch[shard.offset : shard.stop] for shard in self.ranges]
 
     @staticmethod

@@ -5,13 +5,13 @@ process, or in the parent for the in-process reference, and behaves identically 
 results written to its preallocated ``ShardBuffers``, and the autoreset mode is applied here, next to the
 simulation, so that a step costs one round trip whatever the mode.
 
-A step computes what the parent must know as two flags on its device and copies them, without a wait, into host
-memory (``ShardBuffers.step_flags``): whether the values ``check_actions`` and ``check_observations`` (both on by
-default) cover were all finite, and under SAME_STEP whether some env finished. The env reads both after the step
-(its one host wait, in the parent, so that a worker replies as soon as its step is queued), and only when the first
-is False asks the shard which envs and values
-(``check_step``). Non-finite actions are therefore found after the step: the task is given them with NaN and inf
-replaced by 0, and the env raises a ``ValueError`` naming the envs with every shard still in step.
+A step computes two flags on its device and copies them, in one copy and without a wait, into host memory
+(``ShardBuffers.step_flags``, ``gs_gym.vector.flags``): whether the values ``check_actions`` and
+``check_observations`` (both on by default) cover were all finite, and whether some env finished. The env reads both
+after the step (its one host wait, in the parent, so that a worker replies as soon as its step is queued), and only
+when the first is False asks the shard which envs and values (``check_step``). Non-finite actions are therefore
+found after the step: the task is given them with NaN and inf replaced by 0, and the env raises a ``ValueError``
+naming the envs with every shard still in step.
 
 In process with ``copy=True`` the env clones what it hands out, so the shard does not copy into its buffers first: it
 points them at the task's output tensors (``ShardSpec.outputs_by_reference``).
@@ -38,8 +38,8 @@ from gymnasium.vector import AutoresetMode
 from gs_gym.errors import NonFiniteObservationError, TaskOutputError
 from gs_gym.tasks.base import Task, TaskConfig, TaskContext
 from gs_gym.tasks.runtime import KERNEL_CACHE, init_genesis
-from gs_gym.transport.buffers import ALL_FINITE, ANY_DONE, Handshake, ShardBuffers, SyncEvents
-from gs_gym.vector.flags import HostFlag
+from gs_gym.transport.buffers import Handshake, ShardBuffers, SyncEvents
+from gs_gym.vector.flags import StepFlagValues
 
 IMPORTING_GENESIS = "importing genesis"
 """Build stage: importing Genesis and ``gs.init`` (seconds)."""
@@ -144,17 +144,12 @@ class EnvShard:
                 self.events = SyncEvents.create()
         if buffer_device.type == "cuda":
             self.buffers.lock_step_flags()
-        on_device = self.buffers.step_flags.device == self.device
-        self._flags = self.buffers.step_flags if on_device else torch.tensor([True, False], device=self.device)
-        """The step flags as the step computes them, copied to ``buffers.step_flags`` at its end (unless they are
-        the same tensor: the CPU backend)."""
-        writes_flags = spec.check_actions or spec.check_observations or spec.autoreset_mode == AutoresetMode.SAME_STEP
-        self._copies_flags = writes_flags and not on_device
+        self._flags = StepFlagValues(self.buffers.step_flags, self.device)
+        """The step flags as the step computes them, copied to ``buffers.step_flags`` once per step; the last step's
+        "any env done" is polled from there at the next (see the module docstring)."""
         self._max_steps = spec.config.max_episode_steps
         self._needs_reset = torch.zeros(spec.num_envs, dtype=torch.bool, device=self.device)
         """NEXT_STEP: the envs that finished in the last step, reset at the start of the next."""
-        self._any_done = HostFlag(self.device, initial=True)
-        """Whether some env finished in the last step, polled at the next (see the module docstring)."""
         self._all = torch.ones(spec.num_envs, dtype=torch.bool, device=self.device)
         self._none = torch.zeros(spec.num_envs, dtype=torch.bool, device=self.device)
         self._zero_rewards = torch.zeros(spec.num_envs, device=self.device)
@@ -206,7 +201,7 @@ class EnvShard:
         steps += 1
         next_step = mode == AutoresetMode.NEXT_STEP
         # the last step's flag, long landed: a step after which no env finished resets nothing
-        pending = self._needs_reset if next_step and self._any_done.poll(default=True) else None
+        pending = self._needs_reset if next_step and self._flags.poll_any_done(default=True) else None
         if pending is not None:
             self._reset(pending)
         task.read_state()
@@ -228,14 +223,14 @@ class EnvShard:
         if observations is not None:
             self._flag_non_finite(observations, rewards, actions)
         done = terminated | truncated
+        self._flags.count_done(done)
         if next_step:
-            self._any_done.start(done.any())
+            self._flags.start()
             self._needs_reset = done
         elif same_step:
-            any_done = self._set_flag(ANY_DONE, torch.any, done)
-            resets = self._any_done.poll(default=True)  # the last step's: see the module docstring
-            self._any_done.start(any_done)
-            resets = resets or self._any_done.read()
+            resets = self._flags.poll_any_done(default=True)  # the last step's: see the module docstring
+            self._flags.start()
+            resets = resets or self._flags.any_done()
             if observations is not None:
                 # by reference, a copy only when the reset may make the task write new observations into that tensor
                 by_reference = resets and self.spec.outputs_by_reference
@@ -245,12 +240,10 @@ class EnvShard:
                 task.read_reset_state(done)
             if resets or observations is None:
                 observations = self._observe()
-            if observes_once:
-                self._flag_non_finite(observations, rewards, actions)
+            if observes_once and self._flag_non_finite(observations, rewards, actions):
+                self._flags.start()  # again: ALL_FINITE was written after the copy above
         assert observations is not None  # observed above unless observes_once, and then in the SAME_STEP branch
         self._publish(observations=observations, rewards=rewards, terminated=terminated, truncated=truncated)
-        if self._copies_flags:
-            self.buffers.step_flags.copy_(self._flags, non_blocking=True)
         self._release_to_parent()
 
     def check_step(self) -> tuple[int, ...]:
@@ -328,20 +321,16 @@ class EnvShard:
             else:
                 getattr(self.buffers, name).copy_(value)
 
-    def _flag_non_finite(self, observations: torch.Tensor, rewards: torch.Tensor, actions: torch.Tensor) -> None:
-        """Set the ``ALL_FINITE`` step flag to whether the values the checks that are on cover are all finite,
-        without waiting, in four kernels: the sum of all of them is finite unless one is NaN or inf (or finite values
-        overflow float32, which ``check_step`` then clears), and ``sum * 0 == 0`` tells."""
+    def _flag_non_finite(self, observations: torch.Tensor, rewards: torch.Tensor, actions: torch.Tensor) -> bool:
+        """Write the sum of the values the checks that are on cover at the ``ALL_FINITE`` step flag, without waiting,
+        in two kernels (one ``cat``, one sum): it is finite unless one of them is NaN or inf (or finite values
+        overflow float32, which ``check_step`` then clears). Returns whether any check is on (the flag was written)."""
         parts = [observations.reshape(-1), rewards] if self.spec.check_observations else []
         if self.spec.check_actions:
             parts.append(actions.reshape(-1))
         if parts:
-            self._set_flag(ALL_FINITE, torch.eq, torch.cat(parts).sum() * 0, 0)
-
-    def _set_flag(self, position: int, op: Callable[..., torch.Tensor], *args: Any) -> torch.Tensor:
-        """Compute the 0-d bool ``op(*args)`` (``op`` takes ``out``) into step flag ``position``, on the shard's
-        device: one kernel, no wait. Returns it."""
-        return op(*args, out=self._flags[position])
+            self._flags.sum_checked(torch.cat(parts))
+        return bool(parts)
 
     def _raise_non_finite(self, observations: torch.Tensor, rewards: torch.Tensor | None) -> None:
         """Raise ``NonFiniteObservationError`` naming the hook and the envs (nothing when every value is finite)."""
