@@ -181,8 +181,7 @@ class GenesisVectorEnv(VectorEnv):
         tolerate = self.options.on_worker_failure == "restart" and client.pool.can_restart
         collected = client.collect(client.all, "step", timeout=timeout, tolerate_crashes=tolerate,
                                    skip=list(self._send_crashes))  # fmt: skip
-        crashed = {**self._send_crashes, **collected.crashed}
-        restarted = client.restart(crashed) if crashed else []
+        restarted = client.restart({**self._send_crashes, **collected.crashed})
         shards = client.shards
         self._life.state = State.READY
         read = self._io.read
