@@ -44,6 +44,11 @@
 #                                                 # then examples/rsl_rl_go2.py in process and on the reference env
 #                                                 # as pairs b a a b
 #   bash bench/gpu_session.sh wrapper   # bench/wrapper_overhead.py: gs_gym's own step cost with a task of no scene
+# Session 16 (Task.fresh_outputs: in process with copy=True the env clones nothing):
+#   bash bench/gpu_session.sh fresh-ab  # bench/wrapper_overhead.py in process, the committed gs_gym/ against the one
+#                                       # in .abold/ (an untracked copy of the previous commit's), old new old new
+#   bash bench/gpu_session.sh paths-profile  # bench/profile_paths.py: d against b' on go2-walk, host time function by
+#                                            # function under cProfile (~4 min with go2's first build)
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
 set -uo pipefail
@@ -292,6 +297,21 @@ steps-and-training)
         cp "/tmp/rsl_rl_go2-$name/curve.json" "$out/rsl_rl_go2-$name-${card}.json"
         { echo "== $name: $*"; tail -n 4 "/tmp/rsl_rl_go2-$name.log"; } | tee -a "$out/rsl_rl_go2.log"
     done
+    ;;
+fresh-ab)
+    [ -d .abold/gs_gym ] || { echo "fresh-ab: .abold/gs_gym (the previous commit's gs_gym/) is missing"; exit 2; }
+    for round in 1 2; do
+        for side in old new; do
+            path=$PYTHONPATH; [ "$side" = old ] && path="$PWD/.abold:$PYTHONPATH"
+            PYTHONPATH=$path python3 bench/wrapper_overhead.py --backend gpu --variants "in process" \
+                "in process, checks off" "in process, SAME_STEP" "in process, fresh outputs" \
+                --out "$out/wrapper-ab-$side-$round-${card}.json" 2>&1 | quiet | tail -n 6 | sed "s/^/$side $round: /"
+        done
+    done
+    ;;
+paths-profile)
+    timeout 300 python3 bench/profile_paths.py --paths d "b'" --out "$out/profile-paths-${card}.json" 2>&1 | quiet \
+        | tee "$out/profile-paths.log" | tail -n 45
     ;;
 wrapper)
     python3 bench/wrapper_overhead.py --backend gpu --out "$out/wrapper-overhead-${card}.json" 2>&1 | quiet \

@@ -3,7 +3,8 @@
 ``IdleTask`` has go2-walk's spaces (45 observations, 12 actions) and no scene: its hooks return preallocated tensors
 and nothing ends an episode. Stepping it raw costs next to nothing, so the time of ``env.step`` is the wrapper's own:
 Python, its torch operations (kernel launches on a GPU) and its one host wait per step. Variants: in process and with
-one worker, with the default options, with the checks off, with ``copy=False`` and under SAME_STEP. The variants are
+one worker, with the default options, with the checks off, with ``copy=False``, under SAME_STEP, and in process with a
+task that declares ``fresh_outputs`` (as every built-in task does: the env then clones nothing). The variants are
 timed in interleaved rounds (``--repeats``) of ``--steps`` steps, the device synchronized at the ends of each block;
 the table gives the median microseconds per step.
 
@@ -33,6 +34,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "in process, checks off": dict(num_workers=0, check_actions=False, check_observations=False),
     "in process, copy=False": dict(num_workers=0, copy=False),
     "in process, SAME_STEP": dict(num_workers=0, autoreset_mode="same_step"),
+    "in process, fresh outputs": dict(num_workers=0, task="fresh"),
     "1 worker": dict(num_workers=1),
     "1 worker, checks off": dict(num_workers=1, check_actions=False, check_observations=False),
 }
@@ -72,6 +74,17 @@ class IdleTask(Task):
         return self.terminated
 
 
+class FreshIdleTask(IdleTask):
+    """``IdleTask`` declaring ``fresh_outputs``, as the built-in tasks do. Its tensors are never written after
+    ``build`` and nothing here writes into what a step returns, so the declaration changes no value: only whether the
+    env clones."""
+
+    fresh_outputs = True
+
+
+TASKS = {"idle": IdleTask, "fresh": FreshIdleTask}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--backend", choices=("cpu", "gpu"), default="cpu")
@@ -84,7 +97,10 @@ def main() -> None:
 
     no_ends = {"max_episode_steps": 10**9}
     options = dict(backend=args.backend, seed=0, verbose=False, task_kwargs=no_ends)
-    envs = {name: GenesisVectorEnv(args.n_envs, IdleTask, **options, **VARIANTS[name]) for name in args.variants}
+    envs = {}
+    for name in args.variants:
+        variant = dict(VARIANTS[name])
+        envs[name] = GenesisVectorEnv(args.n_envs, TASKS[variant.pop("task", "idle")], **options, **variant)
     try:
         device = next(iter(envs.values())).main_device
         actions = torch.zeros(args.n_envs, 12, device=device)

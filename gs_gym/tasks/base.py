@@ -11,7 +11,9 @@ Resets come as boolean masks (Genesis 1.4.5 setters take them as ``envs_idx``), 
 launches as a reset of some, and the host never has to look at which envs are done.
 
 A hook's result need stay valid only until the next hook call: a task may return the same tensor every step,
-refilled in place. The shard never writes into what a hook returned.
+refilled in place. The shard never writes into what a hook returned. A task whose ``observe``, ``compute_rewards``
+and ``compute_terminated`` make a new tensor on every call says so (``Task.fresh_outputs``), and the env in process
+hands those tensors out as they are instead of cloning them for ``copy=True``.
 """
 
 from __future__ import annotations
@@ -97,6 +99,12 @@ class Task(ABC):
     config_class: ClassVar[type[TaskConfig]] = TaskConfig
     render_modes: ClassVar[tuple[str, ...]] = ()
     """The ``render_mode`` values ``render`` supports (the env's ``metadata["render_modes"]``)."""
+    fresh_outputs: ClassVar[bool] = False
+    """True when ``observe``, ``compute_rewards`` and ``compute_terminated`` return a tensor made by that call (a
+    ``torch.cat``, an arithmetic result), which the task neither keeps nor reads later. The env in process
+    (``num_workers=0``, ``copy=True``) then returns those very tensors, as copies no later step touches, instead of
+    cloning them. It covers the hooks of the class that sets it: a subclass that overrides one of the three hooks
+    must set it again (``outputs_are_fresh``). False (the default) is always safe: the outputs are cloned."""
 
     scene: Any
     """The Genesis scene, set by ``build``."""
@@ -131,6 +139,19 @@ class Task(ABC):
                 f"task_kwargs: unknown option(s) {unknown} for task {cls.name!r}; expected some of {sorted(known)}"
             )
         return cls.config_class(**overrides)
+
+    @classmethod
+    def outputs_are_fresh(cls) -> bool:
+        """Whether ``fresh_outputs`` holds for this class's ``observe``, ``compute_rewards`` and
+        ``compute_terminated``: only when the class that set it defines each of those hooks or inherits it, so that a
+        subclass overriding a hook of a task that declared fresh outputs (say, to refill a buffer) does not inherit
+        the promise."""
+        mro = cls.__mro__
+        declared = next(index for index, klass in enumerate(mro) if "fresh_outputs" in vars(klass))
+        for hook in ("observe", "compute_rewards", "compute_terminated"):
+            if next(index for index, klass in enumerate(mro) if hook in vars(klass)) < declared:
+                return False  # overridden below the declaration
+        return bool(vars(mro[declared])["fresh_outputs"])
 
     @classmethod
     @abstractmethod

@@ -95,6 +95,7 @@ class CartPole(Task):
     config_class = CartPoleConfig
     config: CartPoleConfig
     render_modes = (RGB_ARRAY,)
+    fresh_outputs = True  # observe, compute_rewards and compute_terminated compute a new tensor each call
     position: torch.Tensor
     """Cart position and pole angle of every env, ``(num_envs, 2)``, as ``read_state`` read them."""
     velocity: torch.Tensor

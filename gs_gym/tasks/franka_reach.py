@@ -94,6 +94,7 @@ class FrankaReach(Task):
     config_class = FrankaReachConfig
     config: FrankaReachConfig
     render_modes = (RGB_ARRAY,)
+    fresh_outputs = True  # observe, compute_rewards and compute_terminated compute a new tensor each call
 
     @classmethod
     def spaces(cls, config: TaskConfig) -> tuple[gym.spaces.Box, gym.spaces.Box]:

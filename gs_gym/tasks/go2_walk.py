@@ -157,6 +157,7 @@ class Go2Walk(Task):
     config_class = Go2WalkConfig
     config: Go2WalkConfig
     render_modes = (RGB_ARRAY,)
+    fresh_outputs = True  # observe, compute_rewards and compute_terminated compute a new tensor each call
 
     @classmethod
     def spaces(cls, config: TaskConfig) -> tuple[gym.spaces.Box, gym.spaces.Box]:

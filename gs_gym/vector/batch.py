@@ -1,10 +1,11 @@
 """Actions into the shards' buffers, outputs out of them, as the env's ``output`` option asks.
 
 ``output="torch"`` gathers on ``main_device``: with one shard already there and ``copy=False`` the shard's own buffer
-is returned (no kernel at all); otherwise one copy per shard. ``"numpy"`` moves the gathered batch to the host
-(shared-memory buffers of the CPU backend are viewed, not copied, when ``copy=False``). ``"shards"`` gathers
-nothing. Reading a CUDA worker's buffers needs no host wait: the pool has already queued this process's stream
-behind the worker's writes (``gs_gym.transport.buffers``).
+is returned (no kernel at all), and so it is in process with ``copy=True``, where the buffers hold tensors nothing
+writes again (``EnvOptions.outputs_by_reference``); otherwise one copy per shard. ``"numpy"`` moves the gathered
+batch to the host (shared-memory buffers of the CPU backend are viewed, not copied, when ``copy=False``).
+``"shards"`` gathers nothing. Reading a CUDA worker's buffers needs no host wait: the pool has already queued this
+process's stream behind the worker's writes (``gs_gym.transport.buffers``).
 """
 
 from __future__ import annotations
@@ -32,12 +33,16 @@ class BatchIO:
         output: str,
         copy: bool,
         main_device: torch.device,
+        by_reference: bool = False,
     ) -> None:
+        """``by_reference``: the shards' buffers are copies already (``EnvOptions.outputs_by_reference``): returned as
+        they are whatever ``copy`` asks."""
         self.ranges = list(ranges)
         self.num_envs = self.ranges[-1].stop
         self.action_shape = action_shape
         self.output = output
         self.copy = copy
+        self._by_reference = by_reference
         self.main_device = main_device
         self._to_gpu = main_device.type == "cuda"
         """Copies into ``main_device`` may be asynchronous only there (a copy to the host must block)."""
@@ -80,10 +85,11 @@ class BatchIO:
         """The shards' buffer ``name`` as ``output`` asks (``copy``: override the env's ``copy`` option)."""
         parts = [getattr(shard.buffers, name) for shard in shards]
         fresh = self.copy if copy is None else copy
+        clone = fresh and not self._by_reference  # by reference the buffers are copies already
         if self.output == "shards":
-            return tuple(part.clone() for part in parts) if fresh else tuple(parts)
+            return tuple(part.clone() for part in parts) if clone else tuple(parts)
         if len(parts) == 1 and parts[0].device == self.main_device:
-            batch = parts[0].clone() if fresh and not self._fresh_on_host else parts[0]
+            batch = parts[0].clone() if clone and not self._fresh_on_host else parts[0]
         elif fresh:
             batch = torch.cat([part.to(self.main_device, non_blocking=self._to_gpu) for part in parts])
         else:

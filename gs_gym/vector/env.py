@@ -59,12 +59,14 @@ class GenesisVectorEnv(VectorEnv):
         self.observation_space = batch_space(single_obs, opts.num_envs)
         self.action_space = batch_space(single_act, opts.num_envs)
         self.env_ranges: list[EnvRange] = split_envs(opts.num_envs, max(opts.num_workers, 1))
-        self._io = BatchIO(self.env_ranges, single_obs.shape, single_act.shape,
-                           output=opts.output, copy=opts.copy, main_device=opts.main_device)  # fmt: skip
+        self._io = BatchIO(self.env_ranges, single_obs.shape, single_act.shape, output=opts.output, copy=opts.copy,
+                           main_device=opts.main_device, by_reference=opts.outputs_by_reference)  # fmt: skip
         base_seed = random_seed() if opts.seed is None else opts.seed
         pool = start_pool(opts, shard_specs(opts, self.env_ranges, base_seed), progress)
         self._client = ShardClient(pool, self._life, step_timeout=opts.step_timeout, base_seed=base_seed)
         self._send_crashes: Mapping[int, WorkerCrashedError] = {}
+        self._actions_by_reference = opts.num_workers == 0 and opts.check_actions
+        """In process with ``check_actions``: the shard gets the caller's actions as they are (``EnvShard.step``)."""
         self._frame_buffers: dict[int, torch.Tensor] = {}
         """Per shard: its frame buffer (shared memory for a worker), as the last render that sent one left it."""
         self._life.state = State.NEEDS_RESET
@@ -155,9 +157,13 @@ class GenesisVectorEnv(VectorEnv):
         self._life.require(State.READY, action="step")
         parts = self._io.action_parts(actions)
         client = self._shards
-        self._io.write_actions(client.shards, parts)
+        if self._actions_by_reference:
+            requests: dict[int, tuple[Any, ...]] = {0: (parts[0],)}
+        else:
+            self._io.write_actions(client.shards, parts)
+            requests = dict.fromkeys(client.all, ())
         restart = self.options.on_worker_failure == "restart" and client.pool.can_restart
-        self._send_crashes = client.send(Command.STEP, dict.fromkeys(client.all, ()), tolerate_crashes=restart)
+        self._send_crashes = client.send(Command.STEP, requests, tolerate_crashes=restart)
         self._life.state = State.STEP_PENDING
 
     def step_wait(self, timeout: float | None = None):

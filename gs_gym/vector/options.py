@@ -184,6 +184,12 @@ class EnvOptions:
     20,000 with workers on GPUs when the machine has two logical cores per process, else 0
     (``gs_gym.transport.spinning``)."""
 
+    @property
+    def outputs_by_reference(self) -> bool:
+        """In process with ``copy=True``: the shard's output buffers hold tensors nothing writes again, which the env
+        returns as they are (``ShardSpec.outputs_by_reference``) instead of cloning them."""
+        return self.num_workers == 0 and self.copy and not self.host_buffers
+
     @classmethod
     def parse(
         cls,

@@ -41,7 +41,7 @@ def shard_specs(options: EnvOptions, ranges: list[EnvRange], base_seed: int) -> 
             check_observations=options.check_observations,
             genesis_logging_level=options.genesis_logging_level,
             render_mode=options.render_mode,
-            outputs_by_reference=options.num_workers == 0 and options.copy and not options.host_buffers,
+            outputs_by_reference=options.outputs_by_reference,
         )
         for shard in ranges
     ]

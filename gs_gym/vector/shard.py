@@ -2,8 +2,9 @@
 
 An ``EnvShard`` owns envs ``[env_offset, env_offset + num_envs)`` of the vector env. It runs inside a worker
 process, or in the parent for the in-process reference, and behaves identically in both: actions are read from and
-results written to its preallocated ``ShardBuffers``, and the autoreset mode is applied here, next to the
-simulation, so that a step costs one round trip whatever the mode.
+results written to its preallocated ``ShardBuffers`` (in process, actions may come as the step's argument and outputs
+by reference: see ``step`` and ``ShardSpec.outputs_by_reference``), and the autoreset mode is applied here, next to
+the simulation, so that a step costs one round trip whatever the mode.
 
 A step computes two flags on its device and copies them, in one copy and without a wait, into host memory
 (``ShardBuffers.step_flags``, ``gs_gym.vector.flags``): whether the values ``check_actions`` and
@@ -13,8 +14,9 @@ when the first is False asks the shard which envs and values (``check_step``). N
 found after the step: the task is given them with NaN and inf replaced by 0, and the env raises a ``ValueError``
 naming the envs with every shard still in step.
 
-In process with ``copy=True`` the env clones what it hands out, so the shard does not copy into its buffers first: it
-points them at the task's output tensors (``ShardSpec.outputs_by_reference``).
+In process with ``copy=True`` the env returns the buffers as they are, so the shard points them at tensors nothing
+writes again instead of copying into them (``ShardSpec.outputs_by_reference``): those it computes itself, the task's
+own when the task makes them fresh on every call (``Task.fresh_outputs``), clones of them otherwise.
 
 Resets go to the task as boolean masks, so that the host never looks at which envs are done. The previous step's
 "any env done", copied to the host without a wait, lets steps skip resets that would change nothing (a Genesis
@@ -85,9 +87,9 @@ class ShardSpec:
     final_observations: bool = True
     """SAME_STEP: observe before the resets too, for ``buffers.final_observations`` (``EnvOptions.final_obs``)."""
     outputs_by_reference: bool = False
-    """Point the output buffers at the task's own output tensors instead of copying into them. Only where nothing but
-    this process reads the buffers and the env clones what it hands out (in process, ``copy=True``): a copy here
-    would be a second one. The buffers then hold tensors the task may reuse, so nothing may write into them."""
+    """Point the output buffers at tensors that nothing here writes again, instead of copying into them, so that the
+    env can return them as they are (in process, ``copy=True``: ``EnvOptions.outputs_by_reference``): the ones the
+    shard computes (``truncated``, masked rewards), the task's own where ``Task.outputs_are_fresh``, else clones."""
 
 
 def check_output(
@@ -151,9 +153,10 @@ class EnvShard:
         self._needs_reset = torch.zeros(spec.num_envs, dtype=torch.bool, device=self.device)
         """NEXT_STEP: the envs that finished in the last step, reset at the start of the next."""
         self._all = torch.ones(spec.num_envs, dtype=torch.bool, device=self.device)
-        self._none = torch.zeros(spec.num_envs, dtype=torch.bool, device=self.device)
-        self._zero_rewards = torch.zeros(spec.num_envs, device=self.device)
-        """What a reset publishes as rewards, terminated and truncated (never written: they may become buffers)."""
+        self._clone_task_outputs = spec.outputs_by_reference and not spec.task_class.outputs_are_fresh()
+        """Buffers by reference, and the task may write into what its hooks returned: hand out clones of them."""
+        self._step_actions = self.buffers.actions
+        """The actions the last step read (``step``'s argument or the buffer), for ``check_step``."""
         self._obs_shape = (spec.num_envs, *obs_space.shape)
         self._frames: torch.Tensor | None = None
         """The shared frame buffer the parent holds (``render`` in a worker); None before the first render."""
@@ -184,18 +187,26 @@ class EnvShard:
         self._reset(reset_mask)
         self._needs_reset = self._needs_reset & ~reset_mask  # NEXT_STEP: not again at the next step
         self.task.read_state()
-        observations = self._checked("observe", self.task.observe(), self._obs_shape, torch.float32)
+        observations = self._observe()
         if self.spec.check_observations:
             self._raise_non_finite(observations, None)  # a host wait: resets are not on the hot path
-        none = self._none
-        self._publish(observations=observations, rewards=self._zero_rewards, terminated=none, truncated=none)
+        n, device = self.spec.num_envs, self.device
+        # new tensors each time: by reference they are handed out, and the caller may write into them
+        none = torch.zeros(n, dtype=torch.bool, device=device)
+        self._publish(observations=observations, rewards=torch.zeros(n, device=device), terminated=none,
+                      truncated=none.clone())  # fmt: skip
         self._release_to_parent()
 
-    def step(self) -> None:
-        """Apply ``buffers.actions``, advance one control step and write the results under the autoreset mode."""
+    def step(self, actions: torch.Tensor | None = None) -> None:
+        """Apply ``buffers.actions``, advance one control step and write the results under the autoreset mode.
+
+        ``actions``: in process, the caller's checked float32 batch itself instead of ``buffers.actions``. Only with
+        ``check_actions``, whose NaN-free copy is what the task gets: a copy into the buffer first would be a second.
+        """
         self._await_parent()
         task, mode, steps = self.task, self.spec.autoreset_mode, self.context.episode_steps
-        actions = self.buffers.actions.to(self.device, non_blocking=True)
+        self._step_actions = self.buffers.actions if actions is None else actions
+        actions = self._step_actions.to(self.device, non_blocking=self.device.type == "cuda")
         task.apply_actions(actions.nan_to_num(0.0, posinf=0.0, neginf=0.0) if self.spec.check_actions else actions)
         task.simulate()
         steps += 1
@@ -209,12 +220,13 @@ class EnvShard:
         same_step = mode == AutoresetMode.SAME_STEP
         observes_once = same_step and not self.spec.final_observations  # after the resets, below
         observations = None if observes_once else self._observe()
-        rewards = self._checked("compute_rewards", task.compute_rewards(), rows, torch.float32)
-        terminated = self._checked("compute_terminated", task.compute_terminated(), rows, torch.bool)
+        rewards = self._task_output("compute_rewards", task.compute_rewards(), rows, torch.float32)
+        terminated = self._task_output("compute_terminated", task.compute_terminated(), rows, torch.bool)
         truncated = steps >= self._max_steps
         extra = task.compute_truncated()
         if extra is not None:
-            truncated = truncated | self._checked("compute_truncated", extra, rows, torch.bool)
+            check_output(task.name, "compute_truncated", extra, rows, torch.bool, self.device)
+            truncated = truncated | extra
         if pending is not None:
             rewards = rewards.masked_fill(pending, 0.0)
             kept = ~pending
@@ -232,9 +244,7 @@ class EnvShard:
             self._flags.start()
             resets = resets or self._flags.any_done()
             if observations is not None:
-                # by reference, a copy only when the reset may make the task write new observations into that tensor
-                by_reference = resets and self.spec.outputs_by_reference
-                self._publish(final_observations=observations.clone() if by_reference else observations)
+                self._publish(final_observations=observations)  # a reset's observe below makes a new tensor
             if resets:
                 self._reset(done)
                 task.read_reset_state(done)
@@ -258,7 +268,7 @@ class EnvShard:
             self._raise_non_finite(checked, buffers.rewards)
         if not self.spec.check_actions:
             return ()
-        bad = ~torch.isfinite(buffers.actions).reshape(self.spec.num_envs, -1).all(dim=1)
+        bad = ~torch.isfinite(self._step_actions).reshape(self.spec.num_envs, -1).all(dim=1)
         return tuple(self.spec.env_offset + i for i in bad.nonzero().flatten().tolist())
 
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -301,12 +311,14 @@ class EnvShard:
 
     # -- helpers ---------------------------------------------------------------------------------------------
 
-    def _checked(self, hook: str, value: Any, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    def _task_output(self, hook: str, value: Any, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """What ``hook`` returned, checked, as this shard may publish it: a clone where buffers by reference would
+        otherwise hold a tensor the task writes again."""
         check_output(self.task.name, hook, value, shape, dtype, self.device)
-        return value
+        return value.clone() if self._clone_task_outputs else value
 
     def _observe(self) -> torch.Tensor:
-        return self._checked("observe", self.task.observe(), self._obs_shape, torch.float32)
+        return self._task_output("observe", self.task.observe(), self._obs_shape, torch.float32)
 
     def _reset(self, mask: torch.Tensor) -> None:
         self.task.reset_envs(mask)

@@ -28,9 +28,7 @@ RECIPES = {
     ),
     "exit": functools.partial(make_env, 2, num_workers=1, task_kwargs={"fault": "exit", "fault_step": 2}),
     "segfault": functools.partial(make_env, 2, num_workers=1, task_kwargs={"fault": "segfault", "fault_step": 2}),
-    "hang": functools.partial(
-        make_env, 2, num_workers=1, step_timeout=2.0, task_kwargs={"fault": "sleep", "fault_step": 2}
-    ),
+    "hang": functools.partial(make_env, 2, num_workers=1, task_kwargs={"fault": "sleep", "fault_step": 2}),
 }
 
 
@@ -166,10 +164,11 @@ def test_segfault_is_reported_as_sigsegv(prebuilt):
 
 @pytest.mark.prebuilt("hang")
 def test_hang_times_out_and_close_terminates_the_worker(prebuilt):
-    env = prebuilt("hang")
+    env = prebuilt("hang")  # step_timeout 30 s: the reset and the first step are never short of time, even under load
     env.reset(seed=0)
     steps(env, 1)
+    env.step_async(torch.zeros(env.num_envs, 1))
     with pytest.raises(WorkerTimeoutError) as caught:
-        steps(env, 1)
+        env.step_wait(timeout=2.0)  # the worker sleeps for an hour in this step
     assert str(caught.value) == "worker 0 (cpu): no answer to step within 2 s"
     assert_failed_then_closes(env)  # the sleeping worker is terminated, not waited for

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from gs_gym import GenesisVectorEnv
+from tests.equivalence.test_output_ownership import assert_outputs_belong_to_the_caller
 
 NUM_ENVS = 3
 
@@ -26,6 +27,13 @@ def env():
 def task(env):
     env.reset(seed=0)
     return env.local_task
+
+
+def test_outputs_are_fresh_tensors_the_task_does_not_read_again(env):
+    """franka-reach declares ``fresh_outputs``: in process the env hands its tensors out without a clone."""
+    assert env.local_task.outputs_are_fresh()
+    actions = torch.linspace(-1.0, 1.0, NUM_ENVS * 7).reshape(NUM_ENVS, 7)
+    assert_outputs_belong_to_the_caller(env, actions, steps=6)
 
 
 def test_spaces_and_observation_layout(env, task):

@@ -18,6 +18,7 @@ import torch
 
 from gs_gym import GenesisVectorEnv
 from gs_gym.tasks.go2_walk import OBS_DIM, roll_pitch, rotate_inverse
+from tests.equivalence.test_output_ownership import assert_outputs_belong_to_the_caller
 
 NUM_ENVS = 4
 RANDOMIZATION = {
@@ -72,6 +73,13 @@ def set_state(task, *, height=None, quat=None, dof_offset=None, base_vel=None):
     task.actions.zero_()
     task.last_actions.zero_()
     task.read_state()
+
+
+def test_outputs_are_fresh_tensors_the_task_does_not_read_again(env):
+    """go2-walk declares ``fresh_outputs``: in process the env hands its tensors out without a clone."""
+    assert env.local_task.outputs_are_fresh()
+    actions = torch.linspace(-1.0, 1.0, NUM_ENVS * 12).reshape(NUM_ENVS, 12)
+    assert_outputs_belong_to_the_caller(env, actions, steps=6)
 
 
 def test_quaternion_helpers():
