@@ -65,8 +65,6 @@ class GenesisVectorEnv(VectorEnv):
         pool = start_pool(opts, shard_specs(opts, self.env_ranges, base_seed), progress)
         self._client = ShardClient(pool, self._life, step_timeout=opts.step_timeout, base_seed=base_seed)
         self._send_crashes: Mapping[int, WorkerCrashedError] = {}
-        self._actions_by_reference = opts.num_workers == 0 and opts.check_actions
-        """In process with ``check_actions``: the shard gets the caller's actions as they are (``EnvShard.step``)."""
         self._frame_buffers: dict[int, torch.Tensor] = {}
         """Per shard: its frame buffer (shared memory for a worker), as the last render that sent one left it."""
         self._life.state = State.NEEDS_RESET
@@ -157,7 +155,7 @@ class GenesisVectorEnv(VectorEnv):
         self._life.require(State.READY, action="step")
         parts = self._io.action_parts(actions)
         client = self._shards
-        if self._actions_by_reference:
+        if self.options.actions_by_reference:
             requests: dict[int, tuple[Any, ...]] = {0: (parts[0],)}
         else:
             self._io.write_actions(client.shards, parts)

@@ -190,6 +190,12 @@ class EnvOptions:
         returns as they are (``ShardSpec.outputs_by_reference``) instead of cloning them."""
         return self.num_workers == 0 and self.copy and not self.host_buffers
 
+    @property
+    def actions_by_reference(self) -> bool:
+        """In process with ``check_actions``: the shard reads the caller's actions as they are (``EnvShard.step``),
+        since the task gets their NaN-free copy anyway."""
+        return self.num_workers == 0 and self.check_actions
+
     @classmethod
     def parse(
         cls,
