@@ -3,7 +3,8 @@
     python bench/go2_vs_reference.py                                        # on the GPU: 4096 envs, every path
     python bench/go2_vs_reference.py --backend cpu --n-envs 64 --steps 50   # smoke run on a CPU machine
 
-For each task and n_envs, one path after the other in this process (path c also in one worker process):
+For each task and n_envs, one path after the other in this process (path c also in one worker process; with
+``--apart`` each path in a process of its own, see ``measure_paths_apart``):
 
   a            ``Go2ReferenceEnv`` (``bench/go2_reference.py``): the example's style, same physics and terms (go2 only)
   b            ``GenesisVectorEnv(n, task, num_workers=0)`` with default options
@@ -122,7 +123,7 @@ NO_EPISODE_ENDS = {
 }
 """task_kwargs of the paths in ``NO_ENDS_PATHS``: nothing terminates and nothing is truncated."""
 NO_ENDS_PATHS = ("b'", "b'-nochecks")
-VECTOR_ENV_OPTIONS = {
+VECTOR_ENV_OPTIONS: dict[str, dict[str, Any]] = {
     "b": {"num_workers": 0},
     "b-nochecks": {"num_workers": 0, "check_actions": False, "check_observations": False},
     "b-copyfalse": {"num_workers": 0, "copy": False},
@@ -596,6 +597,92 @@ def count_and_profile(n_envs: int, measured: Measured, args: argparse.Namespace)
     measured.close()
 
 
+def time_one_block(one: Measured, args: argparse.Namespace) -> None:
+    """Time one block of ``--steps`` steps of a built path (and its worker's busy time and hook times with it); a
+    failure fails the path."""
+    if one.stepper is None or one.actions is None:
+        return
+    try:
+        busy_before = one.stepper.busy() if one.stepper.busy else None
+        hooks_before = one.stepper.hooks() if one.stepper.hooks else None
+        one.seconds.append(time_block(one.stepper, one.actions, args.steps))
+        if one.stepper.busy and busy_before is not None:
+            one.busy_seconds.append((one.stepper.busy() - busy_before) / args.steps)
+        if one.stepper.hooks and hooks_before is not None:
+            after = one.stepper.hooks()
+            one.hook_seconds.append({k: (v - hooks_before.get(k, 0.0)) / args.steps for k, v in after.items()})
+    except Exception as error:
+        one.fail(error)
+
+
+def serve_path(connection: Any, task: str, n_envs: int, path: str, args: argparse.Namespace) -> None:
+    """A process of its own for one path (``--apart``): build and warm it, answer ``"time"`` with one
+    timed block's seconds (None once the path failed), then ``"finish"`` with its row and scene options."""
+    if VECTOR_ENV_OPTIONS.get(path, {}).get("num_workers", 0) == 0:
+        init_genesis(args.backend)
+    one = Measured(path)
+    try:
+        build_and_warm(task, n_envs, one, args, None)
+    except Exception as error:
+        one.fail(error)
+    connection.send("built")
+    while connection.recv() == "time":
+        time_one_block(one, args)
+        connection.send(one.seconds[-1] if one.stepper is not None else None)
+    if one.stepper is not None:
+        try:
+            count_and_profile(n_envs, one, args)
+        except Exception as error:
+            one.fail(error)
+    try:
+        connection.send((one.row, one.scene_options))
+    except Exception:  # scene options that do not pickle: the row alone
+        connection.send((one.row, None))
+
+
+def measure_paths_apart(
+    task: str, n_envs: int, paths: list[str], args: argparse.Namespace, log: Callable[[str], None]
+) -> dict[str, Measured]:
+    """``measure_paths`` with each path in a process of its own, as a user's training runs one scene per process:
+    Genesis's rigid solver dispatches through quadrants' ``perf_dispatch``, whose fast path (the arguments of the
+    last call) is one per process, so in a process of several scenes all but one pay a hash of the solver's state
+    per call, and which one depends on build order. The processes build at once (compilations overlap), then step
+    one at a time when told, in the same interleaved rounds."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    measured = {path: Measured(path) for path in paths}
+    links: dict[str, Any] = {}
+    processes = []
+    for path in paths:
+        log(f"{task} {n_envs} envs: starting path {path} ({PATH_LABELS[path]}) in a process of its own")
+        parent_end, child_end = context.Pipe()
+        process = context.Process(target=serve_path, args=(child_end, task, n_envs, path, args))  # may have workers
+        process.start()
+        links[path] = parent_end
+        processes.append(process)
+    try:
+        for path in paths:
+            links[path].recv()
+        for round_index in range(args.repeats):
+            for path, link in links.items():
+                link.send("time")
+                seconds = link.recv()
+                if seconds is not None:
+                    measured[path].seconds.append(seconds)
+            times = ", ".join(f"{p} {one.seconds[-1] * 1e6:.0f}" for p, one in measured.items() if one.seconds)
+            log(f"timed round {round_index + 1} of {args.repeats} (us/step: {times})")
+        for path, link in links.items():
+            link.send("finish")
+            measured[path].row, measured[path].scene_options = link.recv()
+    finally:
+        for process in processes:
+            process.join(timeout=60)
+            if process.is_alive():
+                process.kill()
+    return measured
+
+
 def measure_paths(
     task: str, n_envs: int, paths: list[str], args: argparse.Namespace, log: Callable[[str], None]
 ) -> dict[str, Measured]:
@@ -612,20 +699,7 @@ def measure_paths(
                 one.fail(error)
     for round_index in range(args.repeats):
         for one in measured.values():
-            if one.stepper is not None and one.actions is not None:
-                try:
-                    busy_before = one.stepper.busy() if one.stepper.busy else None
-                    hooks_before = one.stepper.hooks() if one.stepper.hooks else None
-                    one.seconds.append(time_block(one.stepper, one.actions, args.steps))
-                    if one.stepper.busy and busy_before is not None:
-                        one.busy_seconds.append((one.stepper.busy() - busy_before) / args.steps)
-                    if one.stepper.hooks and hooks_before is not None:
-                        after = one.stepper.hooks()
-                        one.hook_seconds.append(
-                            {k: (v - hooks_before.get(k, 0.0)) / args.steps for k, v in after.items()}
-                        )
-                except Exception as error:
-                    one.fail(error)
+            time_one_block(one, args)
         times = ", ".join(f"{p} {one.seconds[-1] * 1e6:.0f}" for p, one in measured.items() if one.seconds)
         log(f"timed round {round_index + 1} of {args.repeats} (us/step: {times})")
     for one in measured.values():
@@ -800,6 +874,11 @@ def main() -> None:
         "go2-vs-reference-cpu.json on the CPU)",
     )
     parser.add_argument(
+        "--apart",
+        action="store_true",
+        help="each path in a process of its own, as a user's training runs one scene (see measure_paths_apart)",
+    )
+    parser.add_argument(
         "--merge", action="store_true", help="keep the rows already in --out that this run does not measure again"
     )
     args = parser.parse_args()
@@ -813,8 +892,9 @@ def main() -> None:
         parser.error(f"--paths: unknown {unknown}; expected some of {list(PATH_LABELS)}")
 
     every_path = wanted or [path for task in args.tasks for path in TASK_PATHS[task]]
-    if any(VECTOR_ENV_OPTIONS.get(path, {}).get("num_workers", 0) == 0 for path in every_path):
-        init_genesis(args.backend)  # else the parent stays free of Genesis, as a real user's parent of workers is
+    in_process = any(VECTOR_ENV_OPTIONS.get(path, {}).get("num_workers", 0) == 0 for path in every_path)
+    if in_process and not args.apart:  # else each path builds in a process of its own, and this one has no scene
+        init_genesis(args.backend)  # (with worker paths only it stays free of Genesis, as a user's parent of workers)
     result: dict[str, Any] = {"tasks": {}}
     if args.merge and os.path.exists(args.out):
         with open(args.out) as handle:
@@ -822,7 +902,7 @@ def main() -> None:
     result["machine"] = machine_description(args.backend)
     result["settings"] = {
         key: getattr(args, key)
-        for key in ("steps", "repeats", "warmup", "count_steps", "profile_steps", "action_scale")
+        for key in ("steps", "repeats", "warmup", "count_steps", "profile_steps", "action_scale", "apart")
     }
     result["settings"]["actions"] = "fresh each step, uniform in action_scale x the action box, drawn on the device"
 
@@ -837,7 +917,8 @@ def main() -> None:
         paths += [p for p in (wanted or []) if p not in paths and p != "a"]
         for n_envs in args.n_envs:
             entry = result["tasks"].setdefault(task, {}).setdefault(str(n_envs), {"paths": {}, "ratios": {}})
-            measured = measure_paths(
+            measure = measure_paths_apart if args.apart else measure_paths
+            measured = measure(
                 task,
                 n_envs,
                 paths,

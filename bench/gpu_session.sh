@@ -48,7 +48,11 @@
 #   bash bench/gpu_session.sh fresh-ab  # bench/wrapper_overhead.py in process, the committed gs_gym/ against the one
 #                                       # in .abold/ (an untracked copy of the previous commit's), old new old new
 #   bash bench/gpu_session.sh paths-profile  # bench/profile_paths.py: d against b' on go2-walk, host time function by
-#                                            # function under cProfile (~4 min with go2's first build)
+#                                            # function under cProfile (~4 min with go2's first build); before it
+#                                            # wall, CPU and gc time per step, and d with a host wait per step
+#   bash bench/gpu_session.sh apart  # go2-walk a b c d b' b'-nochecks, one process per path, then all in one
+#   bash bench/gpu_session.sh flags-event  # GPU tests of the in-process step, profile_paths with waits, go2-walk
+#   bash bench/gpu_session.sh isolation  # d and b' each alone in a process, then both in one in either order
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
 set -uo pipefail
@@ -310,8 +314,48 @@ fresh-ab)
     done
     ;;
 paths-profile)
-    timeout 300 python3 bench/profile_paths.py --paths d "b'" --out "$out/profile-paths-${card}.json" 2>&1 | quiet \
-        | tee "$out/profile-paths.log" | tail -n 45
+    timeout 400 python3 bench/profile_paths.py --paths d "b'" --synced d --out "$out/profile-paths-${card}.json" 2>&1 \
+        | quiet | tee "$out/profile-paths.log" | tail -n 62
+    ;;
+apart)
+    # go2_vs_reference.py with each path in a process of its own (--apart), then the same paths in one process, on
+    # the same machine
+    timeout 330 python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" "b'-nochecks" --repeats 7 \
+        --apart --out "$out/go2-vs-reference-${card}-apart.json" 2>&1 | quiet > "$out/go2-vs-reference-apart.log"
+    tail -n 14 "$out/go2-vs-reference-apart.log"
+    timeout 230 python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" "b'-nochecks" --repeats 7 \
+        --out "$out/go2-vs-reference-${card}-one-process.json" 2>&1 | quiet > "$out/go2-vs-reference-one-process.log"
+    tail -n 14 "$out/go2-vs-reference-one-process.log"
+    ;;
+flags-event)
+    # the in-process step waits for its flags' event, not the stream: GPU tests of that path beside go2-walk's first
+    # build, then d, b', b'-nochecks and d with a stream or event wait per step, then go2-walk's table
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
+    python3 bench/performance_mode.py --cache cold --build-only --task go2-walk --n-envs 4096 --performance-mode 0 \
+        --out "$out/warm-go2.jsonl" 2>&1 | quiet > "$out/warm-go2.log" &
+    timeout 300 python3 -m pytest tests/gpu/test_cuda_transport.py tests/gpu/test_same_step_gpu.py -q \
+        -p no:cacheprovider 2>&1 | quiet > "$out/gpu-tests.log"
+    wait
+    tail -n 4 "$out/gpu-tests.log"
+    timeout 200 python3 bench/profile_paths.py --paths d "b'" "b'-nochecks" --synced d --rounds 0 --plain-rounds 3 \
+        --out "$out/profile-paths-${card}-event.json" 2>&1 | quiet > "$out/profile-paths-event.log"
+    grep -B 2 -A 7 "gc as is" "$out/profile-paths-event.log"
+    timeout 200 python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" "b'-nochecks" --repeats 5 \
+        --out "$out/go2-vs-reference-${card}-event.json" 2>&1 | quiet > "$out/go2-vs-reference-event.log"
+    tail -n 12 "$out/go2-vs-reference-event.log"
+    ;;
+isolation)
+    # go2-walk's d and b' each alone in a process, then both in one process in either build order: what a second
+    # scene in the process costs (quadrants' perf_dispatch keeps one fast path per dispatcher, not per scene)
+    runs=("d" "b'" "b' d" "d b'" "d" "b'")
+    for i in "${!runs[@]}"; do
+        read -r -a paths <<< "${runs[$i]}"
+        QD_PERFDISPATCH_PRINT_DEBUG=1 timeout 200 python3 bench/profile_paths.py --paths "${paths[@]}" --rounds 0 \
+            --plain-rounds 4 --out "$out/isolation-$i-${card}.json" 2>&1 | quiet > "$out/isolation-$i.log"
+        echo "run $i (${runs[$i]}): $(grep -c "perf_dispatch" "$out/isolation-$i.log") perf_dispatch choices"
+        grep -A 6 "gc as is" "$out/isolation-$i.log" | grep "^|"
+    done
+    cat "$out"/isolation-*.log > "$out/isolation.log" && rm "$out"/isolation-?.log
     ;;
 wrapper)
     python3 bench/wrapper_overhead.py --backend gpu --out "$out/wrapper-overhead-${card}.json" 2>&1 | quiet \
