@@ -51,7 +51,7 @@
 #                                            # function under cProfile (~4 min with go2's first build); before it
 #                                            # wall, CPU and gc time per step, and d with a host wait per step
 #   bash bench/gpu_session.sh apart  # go2-walk a b c d b' b'-nochecks, one process per path, then all in one
-#   bash bench/gpu_session.sh flags-event  # GPU tests of the in-process step, profile_paths with waits, go2-walk
+#   bash bench/gpu_session.sh flags-event  # after `warm-go2`: profile_paths with the waits, then go2-walk's table
 #   bash bench/gpu_session.sh isolation  # d and b' each alone in a process, then both in one in either order
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
@@ -328,19 +328,12 @@ apart)
     tail -n 14 "$out/go2-vs-reference-one-process.log"
     ;;
 flags-event)
-    # the in-process step waits for its flags' event, not the stream: GPU tests of that path beside go2-walk's first
-    # build, then d, b', b'-nochecks and d with a stream or event wait per step, then go2-walk's table
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
-    python3 bench/performance_mode.py --cache cold --build-only --task go2-walk --n-envs 4096 --performance-mode 0 \
-        --out "$out/warm-go2.jsonl" 2>&1 | quiet > "$out/warm-go2.log" &
-    timeout 300 python3 -m pytest tests/gpu/test_cuda_transport.py tests/gpu/test_same_step_gpu.py -q \
-        -p no:cacheprovider 2>&1 | quiet > "$out/gpu-tests.log"
-    wait
-    tail -n 4 "$out/gpu-tests.log"
+    # after `warm-go2` on the same machine (tests/gpu beside go2-walk's first build): d, b', b'-nochecks and d with
+    # a stream or an event wait per step, then go2-walk's table (each part leaves its files in $OUT as it ends)
     timeout 200 python3 bench/profile_paths.py --paths d "b'" "b'-nochecks" --synced d --rounds 0 --plain-rounds 3 \
         --out "$out/profile-paths-${card}-event.json" 2>&1 | quiet > "$out/profile-paths-event.log"
-    grep -B 2 -A 7 "gc as is" "$out/profile-paths-event.log"
-    timeout 200 python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" "b'-nochecks" --repeats 5 \
+    grep -A 8 "gc as is" "$out/profile-paths-event.log"
+    timeout 250 python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" "b'-nochecks" --repeats 7 \
         --out "$out/go2-vs-reference-${card}-event.json" 2>&1 | quiet > "$out/go2-vs-reference-event.log"
     tail -n 12 "$out/go2-vs-reference-event.log"
     ;;

@@ -153,6 +153,8 @@ class OpenedShard:
 
     buffers: ShardBuffers
     events: SyncEvents | None
+    flags_landed: torch.cuda.Event | None = None
+    """In process on a GPU, the shard's event recorded after each copy of its step flags (``StepFlagValues``)."""
 
     def release(self) -> None:
         """Before a command that writes the buffers: the worker's stream may go on once this process's queued work
@@ -163,14 +165,13 @@ class OpenedShard:
 
     def step_flags(self) -> StepFlags:
         """The last step's flags, once they have landed: this process's host waits for the worker's ``worker_done``
-        event (CUDA IPC; nothing of this process's on the GPU comes first), or in process for the device's current
-        stream, which ran the step; host buffers are written before the reply."""
-        buffers = self.buffers
+        event (CUDA IPC; nothing of this process's on the GPU comes first), or in process for the copy of the flags
+        (``flags_landed``); host buffers are written before the reply."""
         if self.events is not None:
             self.events.worker_done.synchronize()
-        elif buffers.actions.device.type == "cuda":
-            torch.cuda.current_stream(buffers.actions.device).synchronize()
-        checked_sum, done_count = buffers.step_flags.tolist()
+        elif self.flags_landed is not None:
+            self.flags_landed.synchronize()
+        checked_sum, done_count = self.buffers.step_flags.tolist()
         return StepFlags(all_finite=math.isfinite(checked_sum), any_done=done_count > 0)
 
     def acquire(self) -> None:

@@ -30,7 +30,8 @@ class StepFlagValues:
         self.values = host if host.device == device else host.to(device)
         self._checked_sum, self._done_count = self.values[ALL_FINITE], self.values[ANY_DONE]  # views, made once
         self._host_done_count = host[ANY_DONE]
-        self._event = torch.cuda.Event() if self.values is not host and device.type == "cuda" else None
+        self.landed = torch.cuda.Event() if self.values is not host and device.type == "cuda" else None
+        """Recorded after each copy ``start`` queues; None where nothing is copied."""
         self._queued = False
 
     def count_done(self, done: torch.Tensor) -> None:
@@ -46,20 +47,20 @@ class StepFlagValues:
         if self.values is self.host:
             return
         self.host.copy_(self.values, non_blocking=True)
-        if self._event is not None:
-            self._event.record()
+        if self.landed is not None:
+            self.landed.record()
         self._queued = True
 
     def any_done(self) -> bool:
         """Whether some env finished in the step last started, waiting for its copy if need be."""
-        if self._queued and self._event is not None:
-            self._event.synchronize()
+        if self._queued and self.landed is not None:
+            self.landed.synchronize()
         self._queued = False
         return bool(self._host_done_count)
 
     def poll_any_done(self, default: bool) -> bool:
         """``any_done()`` if its copy has landed (never waits), else ``default``."""
-        if self._queued and self._event is not None and not self._event.query():
+        if self._queued and self.landed is not None and not self.landed.query():
             return default
         self._queued = False
         return bool(self._host_done_count)

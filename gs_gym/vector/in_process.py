@@ -32,7 +32,7 @@ class InProcessPool:
                 message = f"{type(error).__name__}: {error} (during build)"
                 raise BuildError(message, worker=0, device="in-process") from error
             display.update(0, READY)
-        self.shards = [OpenedShard(self.shard.buffers, None)]
+        self.shards = [OpenedShard(self.shard.buffers, None, self.shard.flags_landed)]
         self.devices = [str(self.shard.device)]
         self.gpu_uuids: list[str | None] = [None]
         self.busy_seconds = [0.0]

@@ -161,6 +161,11 @@ class EnvShard:
         self._frames: torch.Tensor | None = None
         """The shared frame buffer the parent holds (``render`` in a worker); None before the first render."""
 
+    @property
+    def flags_landed(self) -> torch.cuda.Event | None:
+        """The event recorded after each copy of the step flags to the host (None on the CPU backend)."""
+        return self._flags.landed
+
     def handshake(self) -> Handshake:
         return Handshake.export(self.buffers, self.events, self.device)
 
