@@ -645,9 +645,9 @@ def measure_paths_apart(
 ) -> dict[str, Measured]:
     """``measure_paths`` with each path in a process of its own, as a user's training runs one scene per process:
     Genesis's rigid solver dispatches through quadrants' ``perf_dispatch``, whose fast path (the arguments of the
-    last call) is one per process, so in a process of several scenes all but one pay a hash of the solver's state
-    per call, and which one depends on build order. The processes build at once (compilations overlap), then step
-    one at a time when told, in the same interleaved rounds."""
+    last call) is one per process, so in a process of several scenes all but one can pay a hash of the solver's
+    state per call (seen on the CPU backend: the scene built first pays it). The processes build at once (their
+    compilations overlap), then step one at a time when told, in the same interleaved rounds."""
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")

@@ -26,7 +26,7 @@ import pstats
 import statistics
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from go2_vs_reference import PATH_ALIASES, RandomActions, Stepper, build_path, synchronize
@@ -67,7 +67,7 @@ class SyncedStepper:
     stream (``wait="stream"``) or for an event recorded on it (``wait="event"``, as gs_gym's in-process step waits
     for its flags)."""
 
-    def __init__(self, stepper: Stepper, wait: str) -> None:
+    def __init__(self, stepper: Stepper, wait: Literal["stream", "event"]) -> None:
         self.device, self.close, self._stepper = stepper.device, lambda: None, stepper
         self._event = torch.cuda.Event() if wait == "event" and self.device.type == "cuda" else None
         self._stream = wait == "stream" and self.device.type == "cuda"
