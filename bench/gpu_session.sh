@@ -52,7 +52,6 @@
 #                                            # wall, CPU and gc time per step, and d with a host wait per step
 #   bash bench/gpu_session.sh apart  # go2-walk a b c d b' b'-nochecks, one process per path, then all in one
 #   bash bench/gpu_session.sh flags-event  # after `warm-go2`: profile_paths with the waits, then go2-walk's table
-#   bash bench/gpu_session.sh isolation  # d and b' each alone in a process, then both in one in either order
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
 set -uo pipefail
@@ -336,19 +335,6 @@ flags-event)
     timeout 250 python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" "b'-nochecks" --repeats 7 \
         --out "$out/go2-vs-reference-${card}-event.json" 2>&1 | quiet > "$out/go2-vs-reference-event.log"
     tail -n 12 "$out/go2-vs-reference-event.log"
-    ;;
-isolation)
-    # go2-walk's d and b' each alone in a process, then both in one process in either build order: what a second
-    # scene in the process costs (quadrants' perf_dispatch keeps one fast path per dispatcher, not per scene)
-    runs=("d" "b'" "b' d" "d b'" "d" "b'")
-    for i in "${!runs[@]}"; do
-        read -r -a paths <<< "${runs[$i]}"
-        QD_PERFDISPATCH_PRINT_DEBUG=1 timeout 200 python3 bench/profile_paths.py --paths "${paths[@]}" --rounds 0 \
-            --plain-rounds 4 --out "$out/isolation-$i-${card}.json" 2>&1 | quiet > "$out/isolation-$i.log"
-        echo "run $i (${runs[$i]}): $(grep -c "perf_dispatch" "$out/isolation-$i.log") perf_dispatch choices"
-        grep -A 6 "gc as is" "$out/isolation-$i.log" | grep "^|"
-    done
-    cat "$out"/isolation-*.log > "$out/isolation.log" && rm "$out"/isolation-?.log
     ;;
 wrapper)
     python3 bench/wrapper_overhead.py --backend gpu --out "$out/wrapper-overhead-${card}.json" 2>&1 | quiet \
