@@ -22,6 +22,9 @@ For each task and n_envs, one path after the other in this process (path c also 
   b'           path b with episode ends lifted (no termination, no time limit): the same work as d plus the wrapper
                (on the command line also ``b-noends``)
   b'-nochecks  path b' with ``check_actions=False, check_observations=False``: the wrapper without its one wait
+  b'-nowait    path b' with the checks on but the step's host wait for its flags taken out (not a user option: the
+               env reads the flags as they are, so this path would miss a NaN): b'-nochecks to b'-nowait is what
+               the checks' kernels cost, b'-nowait to b' what the wait costs (not run unless asked)
 
 Every step gets fresh random actions drawn on the env's device, uniform in the action box (``--action-scale``
 shrinks it), so robots fall and episodes end and reset in a, b and c (the rate is reported). A path is built and
@@ -66,6 +69,7 @@ import argparse
 import collections
 import concurrent.futures
 import contextlib
+import dataclasses
 import gc
 import importlib.metadata
 import json
@@ -110,6 +114,7 @@ PATH_LABELS = {
     "d": "raw task hooks, no resets",
     "b'": "in-process, episode ends lifted",
     "b'-nochecks": "in-process, episode ends lifted, check_actions/observations off",
+    "b'-nowait": "in-process, episode ends lifted, checks on without the step's host wait (bench only)",
 }
 PATH_ALIASES = {"b-noends": "b'", "bp": "b'"}
 TASK_PATHS = {
@@ -122,7 +127,7 @@ NO_EPISODE_ENDS = {
     "franka-reach": {"max_episode_steps": 10**9, "terminate_on_success": False},
 }
 """task_kwargs of the paths in ``NO_ENDS_PATHS``: nothing terminates and nothing is truncated."""
-NO_ENDS_PATHS = ("b'", "b'-nochecks")
+NO_ENDS_PATHS = ("b'", "b'-nochecks", "b'-nowait")
 VECTOR_ENV_OPTIONS: dict[str, dict[str, Any]] = {
     "b": {"num_workers": 0},
     "b-nochecks": {"num_workers": 0, "check_actions": False, "check_observations": False},
@@ -139,6 +144,7 @@ VECTOR_ENV_OPTIONS: dict[str, dict[str, Any]] = {
     "c": {"num_workers": 1},
     "b'": {"num_workers": 0},
     "b'-nochecks": {"num_workers": 0, "check_actions": False, "check_observations": False},
+    "b'-nowait": {"num_workers": 0},
 }
 RATIOS = {
     "in_process_vs_reference": ("b", "a"),
@@ -268,6 +274,9 @@ def build_vector_env(
     if path == "b-samestep-reread":  # what the task's own read_reset_state saves
         local_task = env.local_task
         local_task.read_reset_state = lambda mask: local_task.read_state()
+    if path == "b'-nowait":  # the in-process pool's shard without the event its step_flags waits for
+        pool = env._client.pool
+        pool.shards = [dataclasses.replace(shard, flags_landed=None) for shard in pool.shards]
     env.reset(seed=0)
     busy = (lambda: max(env.worker_busy_seconds)) if env.num_workers else None
     hooks = (lambda: dict(env.get_attr("hook_seconds")[0])) if hook_timers else None

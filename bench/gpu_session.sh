@@ -52,6 +52,8 @@
 #                                            # wall, CPU and gc time per step, and d with a host wait per step
 #   bash bench/gpu_session.sh apart  # go2-walk a b c d b' b'-nochecks, one process per path, then all in one
 #   bash bench/gpu_session.sh flags-event  # after `warm-go2`: profile_paths with the waits, then go2-walk's table
+# Session 18 (what b' adds to d, part by part; each path in a process of its own):
+#   bash bench/gpu_session.sh decompose  # after `warm-go2`: go2-walk a b c d b' b'-nochecks b'-nowait, --apart, 15 rounds
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
 set -uo pipefail
@@ -335,6 +337,14 @@ flags-event)
     timeout 250 python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" "b'-nochecks" --repeats 7 \
         --out "$out/go2-vs-reference-${card}-event.json" 2>&1 | quiet > "$out/go2-vs-reference-event.log"
     tail -n 12 "$out/go2-vs-reference-event.log"
+    ;;
+decompose)
+    # after `warm-go2` on the same machine: d -> b'-nochecks is the wrapper without its checks, -> b'-nowait adds the
+    # checks' kernels, -> b' their one host wait; a, b and c for the table's ratios
+    timeout 560 python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" "b'-nochecks" "b'-nowait" \
+        --repeats 15 --apart --out "$out/go2-vs-reference-${card}-decompose.json" 2>&1 | quiet \
+        > "$out/go2-vs-reference-decompose.log"
+    tail -n 16 "$out/go2-vs-reference-decompose.log"
     ;;
 wrapper)
     python3 bench/wrapper_overhead.py --backend gpu --out "$out/wrapper-overhead-${card}.json" 2>&1 | quiet \

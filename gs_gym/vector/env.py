@@ -64,6 +64,8 @@ class GenesisVectorEnv(VectorEnv):
         base_seed = random_seed() if opts.seed is None else opts.seed
         pool = start_pool(opts, shard_specs(opts, self.env_ranges, base_seed), progress)
         self._client = ShardClient(pool, self._life, step_timeout=opts.step_timeout, base_seed=base_seed)
+        self._restarts_crashed = opts.on_worker_failure == "restart" and pool.can_restart
+        """A step tolerates worker crashes and restarts the crashed workers (``on_worker_failure="restart"``)."""
         self._send_crashes: Mapping[int, WorkerCrashedError] = {}
         self._frame_buffers: dict[int, torch.Tensor] = {}
         """Per shard: its frame buffer (shared memory for a worker), as the last render that sent one left it."""
@@ -160,8 +162,7 @@ class GenesisVectorEnv(VectorEnv):
         else:
             self._io.write_actions(client.shards, parts)
             requests = dict.fromkeys(client.all, ())
-        restart = self.options.on_worker_failure == "restart" and client.pool.can_restart
-        self._send_crashes = client.send(Command.STEP, requests, tolerate_crashes=restart)
+        self._send_crashes = client.send(Command.STEP, requests, tolerate_crashes=self._restarts_crashed)
         self._life.state = State.STEP_PENDING
 
     def step_wait(self, timeout: float | None = None):
@@ -182,10 +183,10 @@ class GenesisVectorEnv(VectorEnv):
         self._life.require(State.STEP_PENDING, action="step_wait")
         timeout = as_seconds("timeout", timeout, allow_none=True)
         client = self._shards
-        tolerate = self.options.on_worker_failure == "restart" and client.pool.can_restart
-        collected = client.collect(client.all, "step", timeout=timeout, tolerate_crashes=tolerate,
+        collected = client.collect(client.all, "step", timeout=timeout, tolerate_crashes=self._restarts_crashed,
                                    skip=list(self._send_crashes))  # fmt: skip
-        restarted = client.restart({**self._send_crashes, **collected.crashed})
+        crashed = {**self._send_crashes, **collected.crashed}
+        restarted = client.restart(crashed) if crashed else []
         shards = client.shards
         self._life.state = State.READY
         read = self._io.read

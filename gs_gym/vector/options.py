@@ -8,6 +8,7 @@ that depend on the machine (the backend, the worker count, the main device) are 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import numbers
 from collections.abc import Sequence
@@ -184,13 +185,13 @@ class EnvOptions:
     20,000 with workers on GPUs when the machine has two logical cores per process, else 0
     (``gs_gym.transport.spinning``)."""
 
-    @property
+    @functools.cached_property  # read every step; on a frozen dataclass it is computed once per instance
     def outputs_by_reference(self) -> bool:
         """In process with ``copy=True``: the shard's output buffers hold tensors nothing writes again, which the env
         returns as they are (``ShardSpec.outputs_by_reference``) instead of cloning them."""
         return self.num_workers == 0 and self.copy and not self.host_buffers
 
-    @property
+    @functools.cached_property
     def actions_by_reference(self) -> bool:
         """In process with ``check_actions``: the shard reads the caller's actions as they are (``EnvShard.step``),
         since the task gets their NaN-free copy anyway."""
