@@ -53,7 +53,9 @@
 #   bash bench/gpu_session.sh apart  # go2-walk a b c d b' b'-nochecks, one process per path, then all in one
 #   bash bench/gpu_session.sh flags-event  # after `warm-go2`: profile_paths with the waits, then go2-walk's table
 # Session 18 (what b' adds to d, part by part; each path in a process of its own):
-#   bash bench/gpu_session.sh decompose  # after `warm-go2`: go2-walk a b c d b' b'-nochecks b'-nowait, --apart, 15 rounds
+#   bash bench/gpu_session.sh decompose  # go2-walk a b c d b' b'-nochecks b'-nowait, --apart, 15 rounds
+#   bash bench/gpu_session.sh decompose-tests  # with little device time, on a fresh machine: decompose (cold
+#                                              # builds), then pytest tests/gpu in what is left of one call
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
 set -uo pipefail
@@ -339,12 +341,18 @@ flags-event)
     tail -n 12 "$out/go2-vs-reference-event.log"
     ;;
 decompose)
-    # after `warm-go2` on the same machine: d -> b'-nochecks is the wrapper without its checks, -> b'-nowait adds the
-    # checks' kernels, -> b' their one host wait; a, b and c for the table's ratios
-    timeout 560 python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" "b'-nochecks" "b'-nowait" \
+    # d -> b'-nochecks is the wrapper without its checks, -> b'-nowait adds the checks' kernels, -> b' their one host
+    # wait; a, b and c for the table's ratios. On a fresh machine the seven processes compile at once (~2 min)
+    timeout 380 python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" "b'-nochecks" "b'-nowait" \
         --repeats 15 --apart --out "$out/go2-vs-reference-${card}-decompose.json" 2>&1 | quiet \
         > "$out/go2-vs-reference-decompose.log"
     tail -n 16 "$out/go2-vs-reference-decompose.log"
+    ;;
+decompose-tests)
+    bash "$0" decompose
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/nvidia-smi.txt"
+    timeout 180 python3 -m pytest tests/gpu -q -p no:cacheprovider 2>&1 | quiet > "$out/gpu-tests.log"
+    tail -n 6 "$out/gpu-tests.log"
     ;;
 wrapper)
     python3 bench/wrapper_overhead.py --backend gpu --out "$out/wrapper-overhead-${card}.json" 2>&1 | quiet \
