@@ -29,7 +29,9 @@ def as_action_tensor(actions: Any, expected_shape: tuple[int, ...], name: str = 
     if actions.dtype == torch.bool or actions.is_complex():
         raise ValueError(f"{name}: expected a real-valued tensor, got dtype {actions.dtype}")
     _check_shape(name, tuple(actions.shape), expected_shape)
-    return actions.detach().to(torch.float32)
+    if actions.requires_grad:  # the env's buffers never join the caller's graph
+        actions = actions.detach()
+    return actions if actions.dtype == torch.float32 else actions.to(torch.float32)
 
 
 def _numpy_actions(actions: np.ndarray, expected_shape: tuple[int, ...], name: str) -> torch.Tensor:
