@@ -342,7 +342,7 @@ flags-event)
     ;;
 decompose)
     # d -> b'-nochecks is the wrapper without its checks, -> b'-nowait adds the checks' kernels, -> b' their one host
-    # wait; a, b and c for the table's ratios. On a fresh machine the seven processes compile at once (~2 min)
+    # wait; a, b and c for the table's ratios. On a fresh machine the paths' processes compile at once (~2 min)
     # shellcheck disable=SC2086  # PATHS is a list of words
     timeout "${LIMIT:-380}" python3 bench/go2_vs_reference.py --tasks go2-walk --paths ${PATHS:-a b c d b\' b\'-nochecks b\'-nowait} \
         --repeats "${REPEATS:-15}" --apart --out "$out/go2-vs-reference-${card}-decompose.json" 2>&1 | quiet \
