@@ -25,6 +25,11 @@ For each task and n_envs, one path after the other in this process (path c also 
   b'-nowait    path b' with the checks on but the step's host wait for its flags taken out (not a user option: the
                env reads the flags as they are, so this path would miss a NaN): b'-nochecks to b'-nowait is what
                the checks' kernels cost, b'-nowait to b' what the wait costs (not run unless asked)
+  idle         an in-process env (default options) over a task of no scene (``FreshIdleTask`` of
+               ``bench/wrapper_overhead.py``, go2's spaces, episodes never end): the wrapper's own cost, alone
+  d+idle       path d's step, then a step of path idle's env, in one process: whether the wrapper's cost adds to
+               the task's as it is alone (d+idle - d = idle), or costs more beside a real step, as b' - d suggests
+               (neither run unless asked)
 
 Every step gets fresh random actions drawn on the env's device, uniform in the action box (``--action-scale``
 shrinks it), so robots fall and episodes end and reset in a, b and c (the rate is reported). A path is built and
@@ -115,6 +120,8 @@ PATH_LABELS = {
     "b'": "in-process, episode ends lifted",
     "b'-nochecks": "in-process, episode ends lifted, check_actions/observations off",
     "b'-nowait": "in-process, episode ends lifted, checks on without the step's host wait (bench only)",
+    "idle": "in-process env of a task of no scene (the wrapper alone)",
+    "d+idle": "raw task hooks, then a step of path idle's env",
 }
 PATH_ALIASES = {"b-noends": "b'", "bp": "b'"}
 TASK_PATHS = {
@@ -317,11 +324,46 @@ def build_raw_hooks(task_name: str, n_envs: int, backend: str) -> Stepper:
     return Stepper(step, device, close, scene=task.scene)
 
 
+def build_idle_env(n_envs: int, backend: str) -> Stepper:
+    """Path idle: gs_gym in process, default options, over a task whose hooks return preallocated tensors; it steps
+    with its own zero actions whatever it is given (go2's 12 per env), so that it can follow any task's step."""
+    from wrapper_overhead import FreshIdleTask
+
+    from gs_gym import GenesisVectorEnv
+
+    env = GenesisVectorEnv(
+        n_envs, FreshIdleTask, backend=backend, seed=0, verbose=False, num_workers=0,
+        task_kwargs={"max_episode_steps": 10**9},
+    )  # fmt: skip
+    env.reset(seed=0)
+    zeros = torch.zeros(n_envs, *env.single_action_space.shape, device=env.main_device)
+    return Stepper(lambda actions: env.step(zeros), env.main_device, env.close)
+
+
+def build_raw_hooks_then_idle(task: str, n_envs: int, backend: str) -> Stepper:
+    """Path d+idle: path d's step, then path idle's, in this one process."""
+    raw, idle = build_raw_hooks(task, n_envs, backend), build_idle_env(n_envs, backend)
+
+    def step(actions: torch.Tensor) -> None:
+        raw.step(actions)
+        idle.step(actions)
+
+    def close() -> None:
+        idle.close()
+        raw.close()
+
+    return Stepper(step, raw.device, close, scene=raw.scene)
+
+
 def build_path(task: str, n_envs: int, backend: str, path: str, env: Any = None, hook_timers: bool = False) -> Stepper:
     if path == "a":
         return build_reference(task, n_envs, backend)
     if path == "d":
         return build_raw_hooks(task, n_envs, backend)
+    if path == "idle":
+        return build_idle_env(n_envs, backend)
+    if path == "d+idle":
+        return build_raw_hooks_then_idle(task, n_envs, backend)
     return build_vector_env(task, n_envs, backend, path, env, hook_timers)
 
 

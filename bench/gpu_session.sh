@@ -56,6 +56,8 @@
 #   bash bench/gpu_session.sh decompose  # go2-walk a b c d b' b'-nochecks b'-nowait, --apart, 15 rounds
 #   bash bench/gpu_session.sh decompose-tests  # with little device time, on a fresh machine: decompose (cold
 #                                              # builds), then pytest tests/gpu in what is left of one call
+# Session 20 (the wait costs nothing measurable; is the wrapper's cost beside a real step what it is alone?):
+#   bash bench/gpu_session.sh additive  # go2-walk d b' idle d+idle, --apart, 21 rounds, then the same for franka-reach
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
 set -uo pipefail
@@ -354,6 +356,16 @@ decompose-tests)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/nvidia-smi.txt"
     timeout 180 python3 -m pytest tests/gpu -q -p no:cacheprovider 2>&1 | quiet > "$out/gpu-tests.log"
     tail -n 6 "$out/gpu-tests.log"
+    ;;
+additive)
+    # d+idle - d against idle: the wrapper's own cost (a task of no scene) beside a real step and alone; b' - d for
+    # comparison. Each path in a process of its own; a fresh machine compiles go2-walk and franka-reach (~2 min each)
+    for task in go2-walk franka-reach; do
+        timeout "${LIMIT:-270}" python3 bench/go2_vs_reference.py --tasks "$task" --paths d "b'" idle d+idle \
+            --repeats "${REPEATS:-21}" --apart --merge --out "$out/additive-${card}.json" 2>&1 | quiet \
+            > "$out/additive-${task}.log"
+        tail -n 9 "$out/additive-${task}.log"
+    done
     ;;
 wrapper)
     python3 bench/wrapper_overhead.py --backend gpu --out "$out/wrapper-overhead-${card}.json" 2>&1 | quiet \
