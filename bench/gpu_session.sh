@@ -58,6 +58,8 @@
 #                                              # builds), then pytest tests/gpu in what is left of one call
 # Session 20 (the wait costs nothing measurable; is the wrapper's cost beside a real step what it is alone?):
 #   bash bench/gpu_session.sh additive  # go2-walk d b' idle d+idle, --apart, 21 rounds, then the same for franka-reach
+#   bash bench/gpu_session.sh table-apart  # issue 14's table in one call on a fresh machine: go2-walk a b c d b' (15
+#                                          # rounds) and franka-reach b c d b' (11), --apart, into one JSON per card
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
 set -uo pipefail
@@ -356,6 +358,15 @@ decompose-tests)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/nvidia-smi.txt"
     timeout 180 python3 -m pytest tests/gpu -q -p no:cacheprovider 2>&1 | quiet > "$out/gpu-tests.log"
     tail -n 6 "$out/gpu-tests.log"
+    ;;
+table-apart)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
+    timeout 330 python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" --repeats 15 --apart \
+        --out "$out/go2-vs-reference-${card}.json" 2>&1 | quiet > "$out/go2-vs-reference.log"
+    tail -n 9 "$out/go2-vs-reference.log"
+    timeout 220 python3 bench/go2_vs_reference.py --tasks franka-reach --paths b c d "b'" --repeats 11 --apart --merge \
+        --out "$out/go2-vs-reference-${card}.json" 2>&1 | quiet > "$out/franka-vs-raw.log"
+    tail -n 8 "$out/franka-vs-raw.log"
     ;;
 additive)
     # d+idle - d against idle: the wrapper's own cost (a task of no scene) beside a real step and alone; b' - d for
