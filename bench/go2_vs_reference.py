@@ -587,7 +587,8 @@ def build_and_warm(
     """Build the path (or take its env from ``early``), reset it and step it ``--warmup`` times (counting episode
     ends)."""
     if measured.path in NO_ENDS_PATHS:
-        measured.row["task_kwargs"] = NO_EPISODE_ENDS[task]
+        # as JSON writes them: inf as "inf" (json would write Infinity, which is not JSON)
+        measured.row["task_kwargs"] = {k: str(v) if v == math.inf else v for k, v in NO_EPISODE_ENDS[task].items()}
     env, construct_s = early.result() if early is not None else (None, 0.0)
     start = time.perf_counter() - construct_s  # a path built in a thread: its own construction, not the wait for it
     stepper = measured.stepper = build_path(task, n_envs, args.backend, measured.path, env, args.hook_timers)
