@@ -370,9 +370,11 @@ table-apart)
     ;;
 additive)
     # d+idle - d against idle: the wrapper's own cost (a task of no scene) beside a real step and alone; b' - d for
-    # comparison. Each path in a process of its own; a fresh machine compiles go2-walk and franka-reach (~2 min each)
+    # comparison. Each path in a process of its own; on a fresh machine go2-walk's first build compiles (~3 min),
+    # franka-reach's then reuses most of its kernels (~1 min): 330 + 240 s at most, within one call
     for task in go2-walk franka-reach; do
-        timeout "${LIMIT:-270}" python3 bench/go2_vs_reference.py --tasks "$task" --paths d "b'" idle d+idle \
+        limit=330; [ "$task" = franka-reach ] && limit=240
+        timeout "$limit" python3 bench/go2_vs_reference.py --tasks "$task" --paths d "b'" idle d+idle \
             --repeats "${REPEATS:-21}" --apart --merge --out "$out/additive-${card}.json" 2>&1 | quiet \
             > "$out/additive-${task}.log"
         tail -n 9 "$out/additive-${task}.log"
