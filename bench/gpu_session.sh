@@ -62,6 +62,10 @@
 #                                          # rounds) and franka-reach b c d b' (11), --apart, into one JSON per card
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
+# Session 21 (d+idle costs what b' does: the wrapper costs beside a real step what any such host work costs there):
+#   bash bench/gpu_session.sh resets    # franka-reach then go2-walk, b and b' with each hook's host time
+#                                       # (--hook-timers): what reset_envs costs the host per step (franka-reach's
+#                                       # b - b' was 0.8-1.1 ms on the H100s)
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 | grep -o "H[0-9]00" | tr H h)
@@ -378,6 +382,17 @@ additive)
             --repeats "${REPEATS:-21}" --apart --merge --out "$out/additive-${card}.json" 2>&1 | quiet \
             > "$out/additive-${task}.log"
         tail -n 9 "$out/additive-${task}.log"
+    done
+    ;;
+resets)
+    # what a step's resets cost the host: b against b' (episode ends lifted) with each task hook's host time
+    # (reset_envs among them), franka-reach then go2-walk, each path in a process of its own
+    for task in franka-reach go2-walk; do
+        limit=240; [ "$task" = go2-walk ] && limit=330
+        timeout "$limit" python3 bench/go2_vs_reference.py --tasks "$task" --paths b "b'" --hook-timers \
+            --repeats "${REPEATS:-11}" --apart --merge --out "$out/resets-${card}.json" 2>&1 | quiet \
+            > "$out/resets-${task}.log"
+        grep "hooks of" "$out/resets-${task}.log"; tail -n 6 "$out/resets-${task}.log"
     done
     ;;
 wrapper)
