@@ -66,6 +66,8 @@
 #   bash bench/gpu_session.sh resets    # franka-reach then go2-walk, b and b' with each hook's host time
 #                                       # (--hook-timers): what reset_envs costs the host per step (franka-reach's
 #                                       # b - b' was 0.8-1.1 ms on the H100s)
+#   bash bench/gpu_session.sh fused     # bench/fused_hooks.py: go2-walk's and franka-reach's observe, rewards and
+#                                       # terminated eager, under torch.compile and from one CUDA graph (~6 min cold)
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 | grep -o "H[0-9]00" | tr H h)
@@ -394,6 +396,13 @@ resets)
             > "$out/resets-${task}.log"
         grep "hooks of" "$out/resets-${task}.log"; tail -n 6 "$out/resets-${task}.log"
     done
+    ;;
+fused)
+    # what fusing go2-walk's and franka-reach's observe + compute_rewards + compute_terminated would save per step:
+    # eager, torch.compile (Triton), torch.compile with CUDA graphs, one CUDA graph; gs_gym itself is unchanged
+    timeout "${LIMIT:-540}" python3 bench/fused_hooks.py --backend gpu --tasks go2-walk franka-reach \
+        --out "$out/fused-hooks-${card}.json" 2>&1 | quiet > "$out/fused-hooks.log"
+    tail -n 16 "$out/fused-hooks.log"
     ;;
 wrapper)
     python3 bench/wrapper_overhead.py --backend gpu --out "$out/wrapper-overhead-${card}.json" 2>&1 | quiet \
