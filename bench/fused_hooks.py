@@ -9,6 +9,8 @@ while timing) in these ways:
 - ``compiled``: the same three calls under ``torch.compile`` (inductor: Triton kernels on a GPU, C++ on the CPU); after
   the timing, one real step and one more call tell whether its guards hold from step to step (no compiling again)
   and whether it then still computes what eager does;
+- ``compiled, each hook``: each of the three compiled on its own, as an env that calls them apart would (three
+  guard checks and three launches of compiled code per step instead of one);
 - ``compiled, reduce-overhead`` (GPU only): the same with inductor's CUDA graphs;
 - ``graph`` (GPU only): the three calls captured once in a CUDA graph and replayed. Inputs stay where they were at
   capture, which is what this measures; an env built on it would have ``read_state`` write into those tensors.
@@ -88,9 +90,16 @@ def variants(task: Any, device: torch.device) -> tuple[dict[str, Callable[[], Ou
     def hooks() -> Outputs:
         return task.observe(), task.compute_rewards(), task.compute_terminated()
 
+    def each_compiled() -> Callable[[], Outputs]:
+        observe, rewards, terminated = (
+            torch.compile(hook, dynamic=False) for hook in (task.observe, task.compute_rewards, task.compute_terminated)
+        )
+        return lambda: (observe(), rewards(), terminated())
+
     makers: dict[str, Callable[[], Callable[[], Outputs]]] = {
         "eager": lambda: hooks,
         "compiled": lambda: compiled(hooks, device),
+        "compiled, each hook": each_compiled,
     }
     if device.type == "cuda":
         makers["compiled, reduce-overhead"] = lambda: compiled(hooks, device, "reduce-overhead")
