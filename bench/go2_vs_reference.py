@@ -90,6 +90,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# before torch: else torch.compile's C++ build (path b-fused, CPU backend) on Python 3.11 trips setuptools' distutils
+import setuptools  # noqa: F401
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
@@ -122,6 +124,7 @@ PATH_LABELS = {
     "b'-nowait": "in-process, episode ends lifted, checks on without the step's host wait (bench only)",
     "idle": "in-process env of a task of no scene (the wrapper alone)",
     "d+idle": "raw task hooks, then a step of path idle's env",
+    "b-fused": "in-process, observe/rewards/terminated as one torch.compile'd function (bench only)",
 }
 PATH_ALIASES = {"b-noends": "b'", "bp": "b'"}
 TASK_PATHS = {
@@ -152,6 +155,7 @@ VECTOR_ENV_OPTIONS: dict[str, dict[str, Any]] = {
     "b'": {"num_workers": 0},
     "b'-nochecks": {"num_workers": 0, "check_actions": False, "check_observations": False},
     "b'-nowait": {"num_workers": 0},
+    "b-fused": {"num_workers": 0},
 }
 RATIOS = {
     "in_process_vs_reference": ("b", "a"),
@@ -272,6 +276,24 @@ def make_vector_env(task: str, n_envs: int, backend: str, path: str, hook_timers
     )
 
 
+def fuse_task_outputs(task: Any) -> None:
+    """Path b-fused: ``task``'s ``observe``, ``compute_rewards`` and ``compute_terminated`` computed together by one
+    ``torch.compile``d function (``bench/fused_hooks.py`` costs it alone), run by ``observe``; the other two hand
+    out what it computed. Valid where the shard calls the three in that order each step (NEXT_STEP); a reset's
+    ``observe`` computes all three. Patches this task object only: gs_gym itself is unchanged."""
+    observe, rewards, terminated = task.observe, task.compute_rewards, task.compute_terminated
+    fused = torch.compile(lambda: (observe(), rewards(), terminated()), dynamic=False)
+    outputs: list[torch.Tensor] = []
+
+    def fused_observe() -> torch.Tensor:
+        outputs[:] = fused()
+        return outputs[0]
+
+    task.observe = fused_observe
+    task.compute_rewards = lambda: outputs[1]
+    task.compute_terminated = lambda: outputs[2]
+
+
 def build_vector_env(
     task: str, n_envs: int, backend: str, path: str, env: Any = None, hook_timers: bool = False
 ) -> Stepper:
@@ -284,6 +306,8 @@ def build_vector_env(
     if path == "b'-nowait":  # the in-process pool's shard without the event its step_flags waits for
         pool = env._client.pool
         pool.shards = [dataclasses.replace(shard, flags_landed=None) for shard in pool.shards]
+    if path == "b-fused":
+        fuse_task_outputs(env.local_task)
     env.reset(seed=0)
     busy = (lambda: max(env.worker_busy_seconds)) if env.num_workers else None
     hooks = (lambda: dict(env.get_attr("hook_seconds")[0])) if hook_timers else None

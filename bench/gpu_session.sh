@@ -68,6 +68,8 @@
 #                                       # b - b' was 0.8-1.1 ms on the H100s)
 #   bash bench/gpu_session.sh fused     # bench/fused_hooks.py: go2-walk's and franka-reach's observe, rewards and
 #                                       # terminated eager, under torch.compile and from one CUDA graph (~6 min cold)
+#   bash bench/gpu_session.sh fused-steps  # the same fusion in the step: go2-walk a b b-fused (15 rounds), franka-reach
+#                                          # b b-fused (11), --apart (b-fused: bench/go2_vs_reference.py's patch)
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 | grep -o "H[0-9]00" | tr H h)
@@ -403,6 +405,15 @@ fused)
     timeout "${LIMIT:-540}" python3 bench/fused_hooks.py --backend gpu --tasks go2-walk franka-reach \
         --out "$out/fused-hooks-${card}.json" 2>&1 | quiet > "$out/fused-hooks.log"
     tail -n 16 "$out/fused-hooks.log"
+    ;;
+fused-steps)
+    # the same fusion in a real step (bench only): go2-walk a b b-fused, then franka-reach b b-fused, --apart
+    timeout 330 python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b b-fused --repeats "${REPEATS:-15}" \
+        --apart --out "$out/fused-steps-${card}.json" 2>&1 | quiet > "$out/fused-steps-go2-walk.log"
+    tail -n 8 "$out/fused-steps-go2-walk.log"
+    timeout 220 python3 bench/go2_vs_reference.py --tasks franka-reach --paths b b-fused --repeats "${REPEATS:-11}" \
+        --apart --merge --out "$out/fused-steps-${card}.json" 2>&1 | quiet > "$out/fused-steps-franka-reach.log"
+    tail -n 7 "$out/fused-steps-franka-reach.log"
     ;;
 wrapper)
     python3 bench/wrapper_overhead.py --backend gpu --out "$out/wrapper-overhead-${card}.json" 2>&1 | quiet \
