@@ -30,6 +30,9 @@ For each task and n_envs, one path after the other in this process (path c also 
   d+idle       path d's step, then a step of path idle's env, in one process: whether the wrapper's cost adds to
                the task's as it is alone (d+idle - d = idle), or costs more beside a real step, as b' - d suggests
                (neither run unless asked)
+  b-fused      path b with the task object's ``observe``, ``compute_rewards`` and ``compute_terminated`` patched into
+               one ``torch.compile``d function (``fuse_task_outputs``; not a user option, not run unless asked): what
+               fusing the task's math would save in a real step (``bench/fused_hooks.py`` costs the three alone)
 
 Every step gets fresh random actions drawn on the env's device, uniform in the action box (``--action-scale``
 shrinks it), so robots fall and episodes end and reset in a, b and c (the rate is reported). A path is built and
