@@ -19,6 +19,7 @@ negative). Terminated when ``|roll|`` or ``|pitch|`` exceeds its limit; truncate
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import gymnasium as gym
@@ -44,6 +45,8 @@ GO2_DEFAULT_JOINT_ANGLES = (
 )  # fmt: skip
 NUM_JOINTS = len(GO2_JOINT_NAMES)
 OBS_DIM = 3 + 3 + 3 + NUM_JOINTS * 3
+REWARD_TERMS = ("tracking_lin_vel", "tracking_ang_vel", "lin_vel_z", "base_height", "action_rate", "similar_to_default")
+"""The keys of ``Go2Walk.reward_terms``, each weighted by the config's ``reward_<key>``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +115,12 @@ class Go2WalkConfig(RandomizedTaskConfig):
             if low > high:
                 raise ValueError(f"{name}: expected low <= high, got {(low, high)}")
         require_numbers(self, positive=("dt", "resampling_time_s", "tracking_sigma"))
+        for name in ("max_roll", "max_pitch"):
+            limit, expected = getattr(self, name), "an angle >= 0 in radians (inf: no limit)"
+            if isinstance(limit, bool) or not isinstance(limit, (int, float)):
+                raise TypeError(f"{name}: expected {expected}, got {limit!r}")
+            if not limit >= 0:  # NaN too
+                raise ValueError(f"{name}: expected {expected}, got {limit!r}")
         if isinstance(self.substeps, bool) or not isinstance(self.substeps, int) or self.substeps < 1:
             raise ValueError(f"substeps: expected an int >= 1, got {self.substeps!r}")
 
@@ -148,6 +157,20 @@ def roll_pitch(quat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     roll = torch.atan2(2.0 * (w * x + y * z), 1.0 - 2.0 * (x * x + y * y))
     pitch = torch.asin((2.0 * (w * y - z * x)).clamp(-1.0, 1.0))
     return roll, pitch
+
+
+def tilted_beyond(gravity: torch.Tensor, max_roll: float, max_pitch: float) -> torch.Tensor | None:
+    """Where the roll or the pitch of ``roll_pitch`` exceeds ``max_roll`` or ``max_pitch``, told from the gravity
+    direction in the base frame, which is ``(sin p, -sin r cos p, -cos r cos p)`` for roll r and pitch p: |pitch| >
+    max_pitch where ``|g_x| > sin(max_pitch)``, |roll| > max_roll where ``-g_z < cos(max_roll) * hypot(g_y, g_z)``.
+    Six kernels and no trigonometry on the device (the angles cost some twenty). A limit that cannot be passed (pitch
+    stays within pi/2, roll within pi) costs none; None when neither can."""
+    beyond = []
+    if max_pitch < math.pi / 2:
+        beyond.append(gravity[:, 0].abs() > math.sin(max_pitch))
+    if max_roll < math.pi:
+        beyond.append(gravity[:, 2] > -math.cos(max_roll) * torch.hypot(gravity[:, 1], gravity[:, 2]))
+    return functools.reduce(torch.logical_or, beyond) if beyond else None
 
 
 @register_task("go2-walk")
@@ -231,6 +254,14 @@ class Go2Walk(Task):
         self.command_low = tensor([r[0] for r in self._command_ranges()])
         self.command_high = tensor([r[1] for r in self._command_ranges()])
         self.command_obs_scale = tensor((config.obs_scale_lin_vel, config.obs_scale_lin_vel, config.obs_scale_ang_vel))
+        # observe: (raw - offset) * scale over the concatenated raw columns, the same roundings as term by term
+        c = config
+        self._obs_offset = tensor([0.0] * 9 + list(c.default_joint_angles) + [0.0] * 2 * NUM_JOINTS)
+        self._obs_scale = tensor(
+            [c.obs_scale_ang_vel] * 3 + [1.0] * 3 + [c.obs_scale_lin_vel] * 2 + [c.obs_scale_ang_vel]
+            + [c.obs_scale_dof_pos] * NUM_JOINTS + [c.obs_scale_dof_vel] * NUM_JOINTS + [1.0] * NUM_JOINTS
+        )  # fmt: skip
+        self._reward_weights = tensor([getattr(c, f"reward_{name}") * c.dt for name in REWARD_TERMS])
         self.commands = torch.zeros(n, 3, dtype=torch.float32, device=device)
         self.actions = torch.zeros(n, NUM_JOINTS, dtype=torch.float32, device=device)
         self.last_actions = torch.zeros_like(self.actions)
@@ -331,19 +362,12 @@ class Go2Walk(Task):
         )
 
     def observe(self) -> torch.Tensor:
+        """Scaled angular velocity, gravity in the base frame, scaled commands, joint offsets from the default pose
+        and velocities (scaled), last actions: four kernels (concatenate, subtract the offsets, scale, clip), with
+        the roundings of scaling each part before the concatenation."""
         c, s = self.config, self._state()
-        obs = torch.cat(
-            [
-                s.ang_vel * c.obs_scale_ang_vel,
-                s.gravity,
-                self.commands * self.command_obs_scale,
-                (s.dof_pos - self.default_dof_pos) * c.obs_scale_dof_pos,
-                s.dof_vel * c.obs_scale_dof_vel,
-                self.actions,
-            ],
-            dim=1,
-        )
-        obs = self.randomizer.add_obs_noise(obs)
+        raw = torch.cat([s.ang_vel, s.gravity, self.commands, s.dof_pos, s.dof_vel, self.actions], dim=1)
+        obs = self.randomizer.add_obs_noise((raw - self._obs_offset) * self._obs_scale)
         return obs.clamp(-c.obs_clip, c.obs_clip)
 
     def reward_terms(self) -> dict[str, torch.Tensor]:
@@ -351,9 +375,10 @@ class Go2Walk(Task):
         c, s = self.config, self._state()
         lin_error = torch.sum((self.commands[:, :2] - s.lin_vel[:, :2]) ** 2, dim=1)
         ang_error = (self.commands[:, 2] - s.ang_vel[:, 2]) ** 2
+        scale = -1.0 / c.tracking_sigma
         return {
-            "tracking_lin_vel": torch.exp(-lin_error / c.tracking_sigma),
-            "tracking_ang_vel": torch.exp(-ang_error / c.tracking_sigma),
+            "tracking_lin_vel": torch.exp(lin_error * scale),
+            "tracking_ang_vel": torch.exp(ang_error * scale),
             "lin_vel_z": s.lin_vel[:, 2] ** 2,
             "base_height": (s.pos[:, 2] - c.base_height_target) ** 2,
             "action_rate": torch.sum((self.actions - self.last_actions) ** 2, dim=1),
@@ -361,13 +386,10 @@ class Go2Walk(Task):
         }
 
     def compute_rewards(self) -> torch.Tensor:
-        c = self.config
-        total = None
-        for name, value in self.reward_terms().items():
-            term = value * (getattr(c, f"reward_{name}") * c.dt)
-            total = term if total is None else total + term
-        assert total is not None
-        return total
+        """The terms of ``reward_terms`` weighted by their ``reward_*`` times ``dt`` and summed: one stack, one
+        product and one sum (not a matrix product, whose float32 precision TF32 settings would lower)."""
+        terms = self.reward_terms()
+        return (torch.stack([terms[name] for name in REWARD_TERMS], dim=1) * self._reward_weights).sum(dim=1)
 
     def metrics(self) -> dict[str, float]:
         """Means over the envs: base-frame forward/lateral velocity (m/s) and yaw rate (rad/s), the commanded
@@ -387,8 +409,9 @@ class Go2Walk(Task):
         return dict(zip(names, values, strict=True))
 
     def compute_terminated(self) -> torch.Tensor:
-        roll, pitch = roll_pitch(self._state().quat)
-        return (roll.abs() > self.config.max_roll) | (pitch.abs() > self.config.max_pitch)
+        c = self.config
+        terminated = tilted_beyond(self._state().gravity, c.max_roll, c.max_pitch)
+        return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device) if terminated is None else terminated
 
     def render(self) -> np.ndarray | None:
         """Per env, the robot seen from the front right, the camera following the base's x and y at a fixed height:

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from gs_gym import GenesisVectorEnv
-from gs_gym.tasks.go2_walk import OBS_DIM, roll_pitch, rotate_inverse
+from gs_gym.tasks.go2_walk import OBS_DIM, roll_pitch, rotate_inverse, tilted_beyond
 from tests.equivalence.test_output_ownership import assert_outputs_belong_to_the_caller
 
 NUM_ENVS = 4
@@ -90,6 +90,55 @@ def test_quaternion_helpers():
     roll, pitch = roll_pitch(quat)
     torch.testing.assert_close(roll, torch.tensor([0.0, 0.3, 0.0]), atol=1e-6, rtol=0)
     torch.testing.assert_close(pitch, torch.tensor([0.0, 0.0, -0.2]), atol=1e-6, rtol=0)
+
+
+def quat_product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    aw, ax, ay, az = a.unbind(-1)
+    bw, bx, by, bz = b.unbind(-1)
+    return torch.stack(
+        [
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ],
+        dim=-1,
+    )
+
+
+def test_tilt_limits_read_from_gravity_agree_with_roll_and_pitch():
+    """``tilted_beyond`` (what ``compute_terminated`` returns) against the angles of ``roll_pitch``: on 4000 small
+    tilts (z-y-x Euler angles, roll and pitch within 0.5 rad, any yaw) and 4000 orientations of every kind, for limits
+    small and large, except within 1e-4 rad of a limit, where float rounding may go either way."""
+    generator = torch.Generator().manual_seed(0)
+    n = 4000
+    roll, pitch, yaw = (torch.rand(3, n, generator=generator) * 2 - 1) * torch.tensor([[0.5], [0.5], [math.pi]])
+    half = torch.stack([roll, pitch, yaw]) / 2
+    zero = torch.zeros(n)
+    about_x = torch.stack([half[0].cos(), half[0].sin(), zero, zero], dim=1)
+    about_y = torch.stack([half[1].cos(), zero, half[1].sin(), zero], dim=1)
+    about_z = torch.stack([half[2].cos(), zero, zero, half[2].sin()], dim=1)
+    small_tilts = quat_product(quat_product(about_z, about_y), about_x)
+    torch.testing.assert_close(torch.stack(roll_pitch(small_tilts)), torch.stack([roll, pitch]), atol=1e-5, rtol=0)
+    anything = torch.randn(n, 4, generator=generator)
+    quat = torch.cat([small_tilts, anything / anything.norm(dim=1, keepdim=True)])
+    gravity = rotate_inverse(quat, torch.tensor([0.0, 0.0, -1.0]).expand(2 * n, 3))
+    roll, pitch = (angle.abs() for angle in roll_pitch(quat))
+    for max_roll, max_pitch in [(math.radians(10), math.radians(10)), (0.3, 1.2), (2.5, 0.05), (0.0, 0.0)]:
+        expected = (roll > max_roll) | (pitch > max_pitch)
+        clear = ((roll - max_roll).abs() > 1e-4) & ((pitch - max_pitch).abs() > 1e-4)
+        assert clear.sum() > 0.99 * 2 * n
+        assert expected[clear].any() and (max_roll == 0.0 or not expected[clear].all())  # both outcomes tested
+        assert torch.equal(tilted_beyond(gravity, max_roll, max_pitch)[clear], expected[clear])
+    # a limit that cannot be passed adds no test; none at all: None (the task returns zeros)
+    pitch_only = tilted_beyond(gravity, math.pi, 0.2)
+    clear = (pitch - 0.2).abs() > 1e-4
+    assert torch.equal(pitch_only[clear], (pitch > 0.2)[clear])
+    roll_only = tilted_beyond(gravity, 0.2, math.inf)
+    clear = (roll - 0.2).abs() > 1e-4
+    assert torch.equal(roll_only[clear], (roll > 0.2)[clear])
+    assert tilted_beyond(gravity, math.pi, math.pi / 2) is None
+    assert tilted_beyond(gravity, math.inf, math.inf) is None
 
 
 def test_spaces_and_first_observation(env, task):
