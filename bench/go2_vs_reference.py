@@ -18,7 +18,9 @@ For each task and n_envs, one path after the other in this process (path c also 
   c            ``GenesisVectorEnv(n, task, num_workers=1)``: the default multi-process path (CUDA IPC on a GPU,
                shared memory on the CPU backend)
   d            the task's raw hooks, no resets and no wrapper: ``apply_actions, simulate, read_state, observe,
-               compute_rewards, compute_terminated`` on a task built with ``Task(config, TaskContext.create(...))``
+               compute_rewards, compute_terminated`` on a task built with ``Task(config, TaskContext.create(...))``,
+               its episode ends lifted as in path b' (since 2026-12-07, 6e83dee's go2-walk: a tilt limit that cannot be
+               passed is not checked; franka-reach without ``terminate_on_success`` never checked its success)
   b'           path b with episode ends lifted (no termination, no time limit): the same work as d plus the wrapper
                (on the command line also ``b-noends``)
   b'-nochecks  path b' with ``check_actions=False, check_observations=False``: the wrapper without its one wait
@@ -332,7 +334,10 @@ def build_raw_hooks(task_name: str, n_envs: int, backend: str) -> Stepper:
 
     device = torch.device(gs.device)
     task_class = resolve_task(task_name)
-    task = task_class(task_class.make_config(), TaskContext.create(n_envs, 0, device, base_seed=0))
+    # episode ends lifted as in b': where a limit cannot be passed the task skips its check (go2-walk's tilt, franka-
+    # reach's success), and d must do the work b' does
+    config = task_class.make_config(**NO_EPISODE_ENDS[task_name])
+    task = task_class(config, TaskContext.create(n_envs, 0, device, base_seed=0))
     task.build()
     task.reset_envs(torch.ones(n_envs, dtype=torch.bool, device=device))
 
