@@ -45,8 +45,6 @@ GO2_DEFAULT_JOINT_ANGLES = (
 )  # fmt: skip
 NUM_JOINTS = len(GO2_JOINT_NAMES)
 OBS_DIM = 3 + 3 + 3 + NUM_JOINTS * 3
-REWARD_TERMS = ("tracking_lin_vel", "tracking_ang_vel", "lin_vel_z", "base_height", "action_rate", "similar_to_default")
-"""The keys of ``Go2Walk.reward_terms``, each weighted by the config's ``reward_<key>``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -256,12 +254,15 @@ class Go2Walk(Task):
         self.command_obs_scale = tensor((config.obs_scale_lin_vel, config.obs_scale_lin_vel, config.obs_scale_ang_vel))
         # observe: (raw - offset) * scale over the concatenated raw columns, the same roundings as term by term
         c = config
-        self._obs_offset = tensor([0.0] * 9 + list(c.default_joint_angles) + [0.0] * 2 * NUM_JOINTS)
+        zeros = torch.zeros(2 * NUM_JOINTS, device=device)
+        self._obs_offset = torch.cat([zeros[:9], self.default_dof_pos, zeros])
         self._obs_scale = tensor(
             [c.obs_scale_ang_vel] * 3 + [1.0] * 3 + [c.obs_scale_lin_vel] * 2 + [c.obs_scale_ang_vel]
             + [c.obs_scale_dof_pos] * NUM_JOINTS + [c.obs_scale_dof_vel] * NUM_JOINTS + [1.0] * NUM_JOINTS
         )  # fmt: skip
-        self._reward_weights = tensor([getattr(c, f"reward_{name}") * c.dt for name in REWARD_TERMS])
+        self._weighted_terms: tuple[str, ...] = ()
+        """The names ``reward_terms`` returned when ``_reward_weights`` was made (a subclass may add terms)."""
+        self._reward_weights = torch.zeros(0, device=device)
         self.commands = torch.zeros(n, 3, dtype=torch.float32, device=device)
         self.actions = torch.zeros(n, NUM_JOINTS, dtype=torch.float32, device=device)
         self.last_actions = torch.zeros_like(self.actions)
@@ -386,10 +387,15 @@ class Go2Walk(Task):
         }
 
     def compute_rewards(self) -> torch.Tensor:
-        """The terms of ``reward_terms`` weighted by their ``reward_*`` times ``dt`` and summed: one stack, one
-        product and one sum (not a matrix product, whose float32 precision TF32 settings would lower)."""
+        """Each term of ``reward_terms`` weighted by the config's ``reward_<name>`` times ``dt``, summed: one stack,
+        one product and one sum (not a matrix product, whose float32 precision a TF32 setting would lower)."""
         terms = self.reward_terms()
-        return (torch.stack([terms[name] for name in REWARD_TERMS], dim=1) * self._reward_weights).sum(dim=1)
+        if tuple(terms) != self._weighted_terms:  # the first call, or a subclass's terms changed
+            c, names = self.config, tuple(terms)
+            weights = [getattr(c, f"reward_{name}") * c.dt for name in names]
+            self._reward_weights = torch.tensor(weights, dtype=torch.float32, device=self.device)
+            self._weighted_terms = names
+        return (torch.stack(list(terms.values()), dim=1) * self._reward_weights).sum(dim=1)
 
     def metrics(self) -> dict[str, float]:
         """Means over the envs: base-frame forward/lateral velocity (m/s) and yaw rate (rad/s), the commanded
