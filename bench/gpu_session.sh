@@ -403,8 +403,8 @@ fused)
     # what fusing go2-walk's and franka-reach's observe + compute_rewards + compute_terminated would save per step:
     # eager, torch.compile (Triton), torch.compile with CUDA graphs, one CUDA graph; gs_gym itself is unchanged
     # (Triton builds its launchers with the machine's C compiler: say whether there is one)
-    { command -v cc || command -v gcc || echo "no C compiler"; python3 -c "import triton; print('triton', triton.__version__)"; } \
-        2>&1 | tee "$out/compilers.txt"
+    { command -v cc || command -v gcc || echo "no C compiler"
+      python3 -c "import triton; print('triton', triton.__version__)"; } 2>&1 | tee "$out/compilers.txt"
     timeout "${LIMIT:-540}" python3 bench/fused_hooks.py --backend gpu --tasks go2-walk franka-reach \
         --out "$out/fused-hooks-${card}.json" 2>&1 | quiet > "$out/fused-hooks.log"
     tail -n 16 "$out/fused-hooks.log"
