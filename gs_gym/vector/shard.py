@@ -232,11 +232,10 @@ class EnvShard:
         if extra is not None:
             check_output(task.name, "compute_truncated", extra, rows, torch.bool, self.device)
             truncated = truncated | extra
-        if pending is not None:
-            rewards = rewards.masked_fill(pending, 0.0)
-            kept = ~pending
-            terminated = terminated & kept
-            truncated = truncated & kept
+        if pending is not None:  # the envs reset above start over: reward 0, not done (one kernel each)
+            rewards = torch.where(pending, 0.0, rewards)
+            terminated = torch.where(pending, False, terminated)
+            truncated = torch.where(pending, False, truncated)
         if observations is not None:
             self._flag_non_finite(observations, rewards, actions)
         done = terminated | truncated
