@@ -256,10 +256,11 @@ class Go2Walk(Task):
         c = config
         zeros = torch.zeros(2 * NUM_JOINTS, device=device)
         self._obs_offset = torch.cat([zeros[:9], self.default_dof_pos, zeros])
-        self._obs_scale = tensor(
-            [c.obs_scale_ang_vel] * 3 + [1.0] * 3 + [c.obs_scale_lin_vel] * 2 + [c.obs_scale_ang_vel]
-            + [c.obs_scale_dof_pos] * NUM_JOINTS + [c.obs_scale_dof_vel] * NUM_JOINTS + [1.0] * NUM_JOINTS
-        )  # fmt: skip
+        self._obs_scale = torch.cat([
+            tensor([c.obs_scale_ang_vel] * 3 + [1.0] * 3),
+            self.command_obs_scale,
+            tensor([c.obs_scale_dof_pos] * NUM_JOINTS + [c.obs_scale_dof_vel] * NUM_JOINTS + [1.0] * NUM_JOINTS),
+        ])  # fmt: skip
         self._weighted_terms: tuple[str, ...] = ()
         """The names ``reward_terms`` returned when ``_reward_weights`` was made (a subclass may add terms)."""
         self._reward_weights = torch.zeros(0, device=device)
