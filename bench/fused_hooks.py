@@ -60,10 +60,6 @@ def build_task(task: str, n_envs: int, backend: str, warm_steps: int) -> tuple[A
     return env.local_task, env
 
 
-def compiled(hooks: Callable[[], Outputs], device: torch.device, mode: str | None = None) -> Callable[[], Outputs]:
-    return torch.compile(hooks, dynamic=False, mode=mode)
-
-
 def captured_graph(hooks: Callable[[], Outputs], device: torch.device) -> Callable[[], Outputs]:
     """One CUDA graph of the three calls; replaying it recomputes the outputs into the tensors of the capture."""
     side = torch.cuda.Stream(device)
@@ -98,11 +94,11 @@ def variants(task: Any, device: torch.device) -> tuple[dict[str, Callable[[], Ou
 
     makers: dict[str, Callable[[], Callable[[], Outputs]]] = {
         "eager": lambda: hooks,
-        "compiled": lambda: compiled(hooks, device),
+        "compiled": lambda: torch.compile(hooks, dynamic=False),
         "compiled, each hook": each_compiled,
     }
     if device.type == "cuda":
-        makers["compiled, reduce-overhead"] = lambda: compiled(hooks, device, "reduce-overhead")
+        makers["compiled, reduce-overhead"] = lambda: torch.compile(hooks, dynamic=False, mode="reduce-overhead")
         makers["graph"] = lambda: captured_graph(hooks, device)
     found: dict[str, Callable[[], Outputs]] = {}
     ready: dict[str, Any] = {}
