@@ -35,6 +35,10 @@ For each task and n_envs, one path after the other in this process (path c also 
   b-fused      path b with the task object's ``observe``, ``compute_rewards`` and ``compute_terminated`` patched into
                one ``torch.compile``d function (``fuse_task_outputs``; not a user option, not run unless asked): what
                fusing the task's math would save in a real step (``bench/fused_hooks.py`` costs the three alone)
+  b-graph      path b on go2-walk with the torch math of ``read_state``, ``observe``, ``compute_rewards`` and
+               ``compute_terminated`` captured once in a CUDA graph and replayed each step (``capture_task_outputs``;
+               bench only, not run unless asked): what a task written for capture (state in fixed tensors) would
+               save; on the CPU the same plumbing runs eagerly, which checks it against path b
 
 Every step gets fresh random actions drawn on the env's device, uniform in the action box (``--action-scale``
 shrinks it), so robots fall and episodes end and reset in a, b and c (the rate is reported). A path is built and
@@ -130,6 +134,7 @@ PATH_LABELS = {
     "idle": "in-process env of a task of no scene (the wrapper alone)",
     "d+idle": "raw task hooks, then a step of path idle's env",
     "b-fused": "in-process, observe/rewards/terminated as one torch.compile'd function (bench only)",
+    "b-graph": "in-process, read_state's math and observe/rewards/terminated replayed from one CUDA graph (bench only)",
 }
 PATH_ALIASES = {"b-noends": "b'", "bp": "b'"}
 TASK_PATHS = {
@@ -161,6 +166,7 @@ VECTOR_ENV_OPTIONS: dict[str, dict[str, Any]] = {
     "b'-nochecks": {"num_workers": 0, "check_actions": False, "check_observations": False},
     "b'-nowait": {"num_workers": 0},
     "b-fused": {"num_workers": 0},
+    "b-graph": {"num_workers": 0},
 }
 RATIOS = {
     "in_process_vs_reference": ("b", "a"),
@@ -299,6 +305,78 @@ def fuse_task_outputs(task: Any) -> None:
     task.compute_terminated = lambda: outputs[2]
 
 
+class _CapturedRobot:
+    """Stands in for go2-walk's robot while its ``read_state`` is captured: hands out the fixed tensors that the
+    patched ``read_state`` copies Genesis's state into."""
+
+    def __init__(self, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        self.qpos, self.qvel = qpos, qvel
+
+    def get_qpos(self) -> torch.Tensor:
+        return self.qpos
+
+    def get_dofs_velocity(self) -> torch.Tensor:
+        return self.qvel
+
+
+def capture_task_outputs(task: Any, device: torch.device) -> None:
+    """Path b-graph (go2-walk): ``read_state``'s torch math and the three output hooks replayed from one CUDA graph.
+
+    go2-walk replaces its tensors (``actions``, ``last_actions``, ``commands``, ``state``) instead of writing into
+    them, so a graph cannot read them where they lie: each step copies the two Genesis reads and those three tensors
+    into fixed ones (five copies), replays, and clones the three outputs (the env hands them out by reference, and the
+    next replay overwrites the graph's). The command draw stays outside the graph (a quadrants launch). On the CPU
+    nothing is captured: the same function runs eagerly, so the plumbing can be checked against path b. Patches
+    this task object only: gs_gym itself is unchanged."""
+    if task.randomizer.obs_noise is not None:
+        raise ValueError("b-graph: observation noise is not handled (its tensor is replaced by each draw)")
+    qpos, qvel = (value.clone() for value in (task.robot.get_qpos(), task.robot.get_dofs_velocity()))
+    fixed = {name: getattr(task, name).clone() for name in ("actions", "last_actions", "commands")}
+    robot, read_state, draw = task.robot, task.read_state, task._draw_due_commands
+    observe, rewards, terminated = task.observe, task.compute_rewards, task.compute_terminated
+
+    def compute() -> tuple[Any, tuple[torch.Tensor, ...]]:
+        own = {name: getattr(task, name) for name in fixed}
+        task.robot, task._draw_due_commands = _CapturedRobot(qpos, qvel), lambda: None
+        task.__dict__.update(fixed)
+        try:
+            read_state()
+            return task.state, (observe(), rewards(), terminated())
+        finally:
+            task.robot, task._draw_due_commands = robot, draw
+            task.__dict__.update(own)
+
+    if device.type == "cuda":
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):  # warm-up off the default stream, as capture requires
+            for _ in range(3):
+                compute()
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = compute()
+        replay = lambda: (graph.replay(), captured)[1]  # noqa: E731
+    else:
+        replay = compute
+    outputs: list[torch.Tensor] = []
+
+    def patched_read_state() -> None:
+        draw()
+        qpos.copy_(robot.get_qpos())
+        qvel.copy_(robot.get_dofs_velocity())
+        for name, tensor in fixed.items():
+            tensor.copy_(getattr(task, name))
+        state, computed = replay()
+        task.state = state
+        outputs[:] = [value.clone() for value in computed]
+
+    task.read_state = patched_read_state
+    task.observe = lambda: outputs[0]
+    task.compute_rewards = lambda: outputs[1]
+    task.compute_terminated = lambda: outputs[2]
+
+
 def build_vector_env(
     task: str, n_envs: int, backend: str, path: str, env: Any = None, hook_timers: bool = False
 ) -> Stepper:
@@ -313,6 +391,8 @@ def build_vector_env(
         pool.shards = [dataclasses.replace(shard, flags_landed=None) for shard in pool.shards]
     if path == "b-fused":
         fuse_task_outputs(env.local_task)
+    if path == "b-graph":
+        capture_task_outputs(env.local_task, env.main_device)
     env.reset(seed=0)
     busy = (lambda: max(env.worker_busy_seconds)) if env.num_workers else None
     hooks = (lambda: dict(env.get_attr("hook_seconds")[0])) if hook_timers else None

@@ -70,6 +70,9 @@
 #                                       # terminated eager, under torch.compile and from one CUDA graph (~6 min cold)
 #   bash bench/gpu_session.sh fused-steps  # the same fusion in the step: go2-walk a b b-fused (15 rounds), franka-reach
 #                                          # b b-fused (11), --apart (b-fused: bench/go2_vs_reference.py's patch)
+# Session 22 (the task's math from a CUDA graph):
+#   bash bench/gpu_session.sh graph-steps  # go2-walk b b-graph, --apart, 11 rounds (b-graph: read_state's torch math
+#                                          # and the three output hooks replayed from one CUDA graph, bench only)
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 | grep -o "H[0-9]00" | tr H h)
@@ -417,6 +420,13 @@ fused-steps)
     timeout 220 python3 bench/go2_vs_reference.py --tasks franka-reach --paths b b-fused --repeats "${REPEATS:-11}" \
         --apart --merge --out "$out/fused-steps-${card}.json" 2>&1 | quiet > "$out/fused-steps-franka-reach.log"
     tail -n 7 "$out/fused-steps-franka-reach.log"
+    ;;
+graph-steps)
+    # go2-walk's task math from one CUDA graph in a real step (bench only): b b-graph, --apart; fits a fresh machine
+    # with ~5 minutes of device time left (go2-walk's first build ~2 min)
+    timeout "${LIMIT:-280}" python3 bench/go2_vs_reference.py --tasks go2-walk --paths b b-graph \
+        --repeats "${REPEATS:-11}" --apart --out "$out/graph-steps-${card}.json" 2>&1 | quiet > "$out/graph-steps.log"
+    tail -n 7 "$out/graph-steps.log"
     ;;
 wrapper)
     python3 bench/wrapper_overhead.py --backend gpu --out "$out/wrapper-overhead-${card}.json" 2>&1 | quiet \
