@@ -99,6 +99,31 @@ class BatchIO:
                 batch[shard.offset : shard.stop].copy_(part, non_blocking=self._to_gpu)
         return self._host_or_device(batch)
 
+    def read_step(self, shards: Sequence[OpenedShard]) -> tuple[Any, Any, Any, Any]:
+        """Observations, rewards, terminated and truncated as ``read`` gives each; one worker's four are copied by
+        one clone of its ``step_outputs`` where ``read`` would clone each (a step's copies: one kernel, not four)."""
+        buffers = shards[0].buffers
+        one_clone = (
+            len(shards) == 1
+            and buffers.step_outputs.device == self.main_device
+            and self.copy
+            and not self._by_reference
+            and self.output != "shards"
+        )
+        if not one_clone:
+            read = self.read
+            return (
+                read(shards, "observations"),
+                read(shards, "rewards"),
+                read(shards, "terminated"),
+                read(shards, "truncated"),
+            )
+        block = buffers.step_outputs.cpu() if self._fresh_on_host else buffers.step_outputs.clone()
+        observations, rewards, terminated, truncated = (
+            self._host_or_device(view) for view in buffers.step_output_views(block)
+        )
+        return observations, rewards, terminated, truncated
+
     def present(self, parts: list[torch.Tensor]) -> Any:
         """Per-shard tensors computed in this process (not the shards' buffers) as ``output`` asks."""
         if self.output == "shards":

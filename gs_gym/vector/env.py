@@ -189,9 +189,7 @@ class GenesisVectorEnv(VectorEnv):
         restarted = client.restart(crashed) if crashed else []
         shards = client.shards
         self._life.state = State.READY
-        read = self._io.read
-        outputs = (read(shards, "observations"), read(shards, "rewards"), read(shards, "terminated"),
-                   read(shards, "truncated"))  # fmt: skip
+        outputs = self._io.read_step(shards)
         flags = self._read_step_flags(shards)
         info: dict[str, Any] = {}
         final_obs = self.autoreset_mode == AutoresetMode.SAME_STEP and self.options.final_obs

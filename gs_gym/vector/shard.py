@@ -47,6 +47,8 @@ IMPORTING_GENESIS = "importing genesis"
 """Build stage: importing Genesis and ``gs.init`` (seconds)."""
 BUILDING_SCENE = "building scene"
 """Build stage: the task builds its scene; a first build compiles Genesis kernels (minutes), later ones load them."""
+_STEP_OUTPUTS = {"observations", "rewards", "terminated", "truncated"}
+"""The buffers every step and reset writes together (``ShardBuffers.step_outputs``)."""
 
 
 def kernel_cache_notice() -> str:
@@ -330,12 +332,17 @@ class EnvShard:
 
     def _publish(self, **outputs: torch.Tensor) -> None:
         """Make each tensor of ``outputs`` (keyed by buffer name) the content of that buffer: copied into it, or the
-        buffer pointed at it (``spec.outputs_by_reference``)."""
-        for name, value in outputs.items():
-            if self.spec.outputs_by_reference:
-                setattr(self.buffers, name, value)
-            else:
-                getattr(self.buffers, name).copy_(value)
+        buffer pointed at it (``spec.outputs_by_reference``). The four step outputs together, on the buffers' device,
+        are copied by one kernel (``ShardBuffers.publish_step_outputs``)."""
+        buffers = self.buffers
+        if self.spec.outputs_by_reference:
+            for name, value in outputs.items():
+                setattr(buffers, name, value)
+        elif outputs.keys() == _STEP_OUTPUTS and buffers.step_outputs.device == self.device:
+            buffers.publish_step_outputs(**outputs)
+        else:
+            for name, value in outputs.items():
+                getattr(buffers, name).copy_(value)
 
     def _flag_non_finite(self, observations: torch.Tensor, rewards: torch.Tensor, actions: torch.Tensor) -> bool:
         """Write the sum of the values the checks that are on cover at the ``ALL_FINITE`` step flag, without waiting,
