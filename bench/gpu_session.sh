@@ -73,6 +73,8 @@
 # Session 22 (the task's math from a CUDA graph):
 #   bash bench/gpu_session.sh graph-steps  # go2-walk b b-graph, --apart, 11 rounds (b-graph: read_state's torch math
 #                                          # and the three output hooks replayed from one CUDA graph, bench only)
+#   bash bench/gpu_session.sh worker-ab  # bench/wrapper_overhead.py in process and with one worker, the committed
+#                                        # gs_gym/ against .abold/gs_gym (the step outputs in one block: 13aeed2's)
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 | grep -o "H[0-9]00" | tr H h)
@@ -328,6 +330,19 @@ fresh-ab)
             PYTHONPATH=$path python3 bench/wrapper_overhead.py --backend gpu --variants "in process" \
                 "in process, checks off" "in process, SAME_STEP" "in process, fresh outputs" \
                 --out "$out/wrapper-ab-$side-$round-${card}.json" 2>&1 | quiet | tail -n 6 | sed "s/^/$side $round: /"
+        done
+    done
+    ;;
+worker-ab)
+    # the worker path's step with the committed gs_gym/ against .abold/gs_gym (an untracked copy of an older commit's,
+    # e.g. `mkdir -p .abold && git archive 13aeed2 gs_gym | tar x -C .abold`), old new old new, on one machine
+    [ -d .abold/gs_gym ] || { echo "worker-ab: .abold/gs_gym (the older commit's gs_gym/) is missing"; exit 2; }
+    for round in 1 2; do
+        for side in old new; do
+            path=$PYTHONPATH; [ "$side" = old ] && path="$PWD/.abold:$PYTHONPATH"
+            PYTHONPATH=$path python3 bench/wrapper_overhead.py --backend gpu --variants "in process" "1 worker" \
+                "1 worker, checks off" --out "$out/worker-ab-$side-$round-${card}.json" 2>&1 | quiet | tail -n 5 \
+                | sed "s/^/$side $round: /"
         done
     done
     ;;
