@@ -34,7 +34,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 # before torch: else inductor's C++ build (the CPU backend) on Python 3.11 trips setuptools' check of distutils
 import setuptools  # noqa: F401
@@ -44,6 +44,7 @@ from gs_gym import GenesisVectorEnv
 from gs_gym.benchmark import machine_description, synchronize
 
 Outputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+T = TypeVar("T")
 OUTPUT_NAMES = ("observations", "rewards", "terminated")
 
 
@@ -60,21 +61,22 @@ def build_task(task: str, n_envs: int, backend: str, warm_steps: int) -> tuple[A
     return env.local_task, env
 
 
-def captured_graph(hooks: Callable[[], Outputs], device: torch.device) -> Callable[[], Outputs]:
-    """One CUDA graph of the three calls; replaying it recomputes the outputs into the tensors of the capture."""
+def captured_graph(function: Callable[[], T], device: torch.device) -> Callable[[], T]:
+    """One CUDA graph of ``function``'s torch work (warmed up three times first); replaying it recomputes what
+    ``function`` returned at the capture into the same tensors, which the replay returns."""
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):  # warm-up off the default stream, as capture requires
         for _ in range(3):
-            hooks()
+            function()
     torch.cuda.current_stream(device).wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        outputs = hooks()
+        captured = function()
 
-    def replay() -> Outputs:
+    def replay() -> T:
         graph.replay()
-        return outputs
+        return captured
 
     return replay
 

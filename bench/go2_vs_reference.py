@@ -346,19 +346,9 @@ def capture_task_outputs(task: Any, device: torch.device) -> None:
             task.robot, task._draw_due_commands = robot, draw
             task.__dict__.update(own)
 
-    if device.type == "cuda":
-        side = torch.cuda.Stream(device)
-        side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):  # warm-up off the default stream, as capture requires
-            for _ in range(3):
-                compute()
-        torch.cuda.current_stream(device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            captured = compute()
-        replay = lambda: (graph.replay(), captured)[1]  # noqa: E731
-    else:
-        replay = compute
+    from fused_hooks import captured_graph  # here: it imports gs_gym's vector env, which path a does not need
+
+    replay = captured_graph(compute, device) if device.type == "cuda" else compute
     outputs: list[torch.Tensor] = []
 
     def patched_read_state() -> None:
