@@ -18,6 +18,7 @@ import torch
 from gs_gym.tasks.base import Task, TaskConfig, require_numbers
 from gs_gym.tasks.registry import register_task
 from gs_gym.tasks.rendering import RGB_ARRAY, CameraSpec, FollowCamera, vis_options
+from gs_gym.tasks.state_views import dofs_position_reader, dofs_velocity_reader
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,6 +130,7 @@ class CartPole(Task):
         self.camera = FollowCamera(self.scene, spec) if rendering else None
         self.scene.build(n_envs=self.num_envs)
         self.robot.set_dofs_armature(torch.full((2,), config.armature))
+        self._read_position, self._read_velocity = dofs_position_reader(self.robot), dofs_velocity_reader(self.robot)
         self._forces = torch.zeros(self.num_envs, 2, dtype=torch.float32, device=self.device)
 
     def apply_actions(self, actions: torch.Tensor) -> None:
@@ -149,8 +151,10 @@ class CartPole(Task):
         self.velocity = torch.where(rows, self._reset_state[:, 2:], self.velocity)
 
     def read_state(self) -> None:
-        self.position = self.robot.get_dofs_position()  # (num_envs, 2): cart position, pole angle
-        self.velocity = self.robot.get_dofs_velocity()
+        """``position`` (cart position, pole angle) and ``velocity``, ``(num_envs, 2)`` each: live views of Genesis's
+        arrays (``state_views``), no Genesis call."""
+        self.position = self._read_position()
+        self.velocity = self._read_velocity()
 
     def observe(self) -> torch.Tensor:
         return torch.cat([self.position, self.velocity], dim=1).to(torch.float32)

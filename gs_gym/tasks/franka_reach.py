@@ -27,6 +27,7 @@ from gs_gym.tasks.base import Task, TaskConfig
 from gs_gym.tasks.randomization import DomainRandomizer, RandomizedTaskConfig
 from gs_gym.tasks.registry import register_task
 from gs_gym.tasks.rendering import RGB_ARRAY, CameraSpec, FollowCamera, vis_options
+from gs_gym.tasks.state_views import dofs_position_reader, dofs_velocity_reader
 
 ARM_JOINTS = tuple(f"joint{i}" for i in range(1, 8))
 FINGER_JOINTS = ("finger_joint1", "finger_joint2")
@@ -133,6 +134,8 @@ class FrankaReach(Task):
         self.arm_dofs = list(range(NUM_ARM))
         self.finger_dofs = list(range(NUM_ARM, NUM_ARM + len(FINGER_JOINTS)))
         self._arm = range(NUM_ARM)  # Genesis reads a range as a slice: no index tensor per call
+        self._read_arm_pos = dofs_position_reader(self.robot, self._arm)
+        self._read_arm_vel = dofs_velocity_reader(self.robot, self._arm)
         self.ee = self.robot.get_link(config.ee_link)
         fingers = [config.finger_opening] * len(FINGER_JOINTS)
         self.robot.set_dofs_kp(torch.tensor([*config.kp, *[config.finger_kp] * len(FINGER_JOINTS)]))
@@ -185,10 +188,10 @@ class FrankaReach(Task):
     # -- state -----------------------------------------------------------------------------------------------
 
     def read_state(self) -> None:
-        """Cache what the hooks share, each Genesis getter once: ``arm_pos`` / ``arm_vel`` (7 joints, radians and
-        rad/s) and ``hand_pos`` (world frame)."""
-        self.arm_pos = self.robot.get_dofs_position(self._arm)
-        self.arm_vel = self.robot.get_dofs_velocity(self._arm)
+        """Cache what the hooks share: ``arm_pos`` / ``arm_vel`` (7 joints, radians and rad/s; live views of
+        Genesis's arrays, ``state_views``) and ``hand_pos`` (world frame; Genesis's getter, a copy)."""
+        self.arm_pos = self._read_arm_pos()
+        self.arm_vel = self._read_arm_vel()
         self.hand_pos = self.ee.get_pos()
 
     def ee_pos(self) -> torch.Tensor:

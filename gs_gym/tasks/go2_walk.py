@@ -30,6 +30,7 @@ from gs_gym.tasks.base import Task, TaskConfig, require_numbers
 from gs_gym.tasks.randomization import DomainRandomizer, RandomizedTaskConfig
 from gs_gym.tasks.registry import register_task
 from gs_gym.tasks.rendering import RGB_ARRAY, CameraSpec, FollowCamera, vis_options
+from gs_gym.tasks.state_views import dofs_velocity_reader, qpos_reader
 
 GO2_JOINT_NAMES = (
     "FR_hip_joint", "FR_thigh_joint", "FR_calf_joint",
@@ -220,6 +221,7 @@ class Go2Walk(Task):
         self.joint_dofs_range = range(6, 6 + NUM_JOINTS)
         if self.robot.base_joint.type != gs.JOINT_TYPE.FREE or sorted(self.dofs) != list(self.joint_dofs_range):
             raise ValueError(f"go2-walk: expected a free base and {NUM_JOINTS} joint dofs after it in {config.urdf}")
+        self._read_qpos, self._read_dofs_velocity = qpos_reader(self.robot), dofs_velocity_reader(self.robot)
         self.robot.set_dofs_kp(torch.full((NUM_JOINTS,), config.kp), self.dofs)
         self.robot.set_dofs_kv(torch.full((NUM_JOINTS,), config.kv), self.dofs)
         self.randomizer.attach(
@@ -327,12 +329,13 @@ class Go2Walk(Task):
         self.randomizer.draw_obs_noise(mask)
 
     def read_state(self) -> None:
-        """The whole robot state in two Genesis calls: qpos is the base position and quaternion then the joint
-        angles; the dof velocities are the base's linear velocity (world frame), its angular velocity (base frame)
-        and the joint velocities. Also draws the commands that resets and resampling made due since the last read
-        (one draw per step for both)."""
+        """The whole robot state from two of Genesis's arrays, read through live views (``state_views``: no Genesis
+        call, no copy): qpos is the base position and quaternion then the joint angles; the dof velocities are the
+        base's linear velocity (world frame), its angular velocity (base frame) and the joint velocities. ``pos``,
+        ``quat`` and ``ang_vel`` stay views, which the next physics step or reset changes. Also draws the commands
+        that resets and resampling made due since the last read (one draw per step for both)."""
         self._draw_due_commands()
-        qpos, qvel = self.robot.get_qpos(), self.robot.get_dofs_velocity()
+        qpos, qvel = self._read_qpos(), self._read_dofs_velocity()
         quat = qpos[:, 3:7]
         # both world vectors rotated into the base frame at once: one pass of kernels instead of two
         world = torch.stack([qvel[:, :3], self.gravity_world], dim=1)
