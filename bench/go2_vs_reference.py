@@ -305,56 +305,42 @@ def fuse_task_outputs(task: Any) -> None:
     task.compute_terminated = lambda: outputs[2]
 
 
-class _CapturedRobot:
-    """Stands in for go2-walk's robot while its ``read_state`` is captured: hands out the fixed tensors that the
-    patched ``read_state`` copies Genesis's state into."""
-
-    def __init__(self, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
-        self.qpos, self.qvel = qpos, qvel
-
-    def get_qpos(self) -> torch.Tensor:
-        return self.qpos
-
-    def get_dofs_velocity(self) -> torch.Tensor:
-        return self.qvel
-
-
 def capture_task_outputs(task: Any, device: torch.device) -> None:
     """Path b-graph (go2-walk): ``read_state``'s torch math and the three output hooks replayed from one CUDA graph.
 
-    go2-walk replaces its tensors (``actions``, ``last_actions``, ``commands``, ``state``) instead of writing into
-    them, so a graph cannot read them where they lie: each step copies the two Genesis reads and those three tensors
-    into fixed ones (five copies), replays, and clones the three outputs (the env hands them out by reference, and the
-    next replay overwrites the graph's). The command draw stays outside the graph (a quadrants launch). On the CPU
-    nothing is captured: the same function runs eagerly, so the plumbing can be checked against path b. Patches
-    this task object only: gs_gym itself is unchanged."""
+    go2-walk reads the robot's state through live views of Genesis's arrays (``gs_gym.tasks.state_views``), which a
+    graph can read where they lie; but it replaces its other tensors (``actions``, ``last_actions``, ``commands``,
+    ``state``) instead of writing into them, so each step copies those three into fixed ones (three copies),
+    replays, and clones the three outputs (the env hands them out by reference, and the next replay overwrites the
+    graph's). The command draw stays outside the graph (a quadrants launch). On the CPU nothing is captured: the
+    same function runs eagerly, so the plumbing can be checked against path b. Patches this task object only: gs_gym
+    itself is unchanged. (Its first GPU run, before the live views, also copied the two Genesis reads.)"""
+    from fused_hooks import captured_graph  # here: it imports gs_gym's vector env, which path a does not need
+
     if task.randomizer.obs_noise is not None:
         raise ValueError("b-graph: observation noise is not handled (its tensor is replaced by each draw)")
-    qpos, qvel = (value.clone() for value in (task.robot.get_qpos(), task.robot.get_dofs_velocity()))
+    if task._read_qpos() is not task._read_qpos():
+        raise ValueError("b-graph: needs Genesis's zero-copy views (gs.use_zerocopy), not its getters' copies")
     fixed = {name: getattr(task, name).clone() for name in ("actions", "last_actions", "commands")}
-    robot, read_state, draw = task.robot, task.read_state, task._draw_due_commands
+    read_state, draw = task.read_state, task._draw_due_commands
     observe, rewards, terminated = task.observe, task.compute_rewards, task.compute_terminated
 
     def compute() -> tuple[Any, tuple[torch.Tensor, ...]]:
         own = {name: getattr(task, name) for name in fixed}
-        task.robot, task._draw_due_commands = _CapturedRobot(qpos, qvel), lambda: None
+        task._draw_due_commands = lambda: None
         task.__dict__.update(fixed)
         try:
             read_state()
             return task.state, (observe(), rewards(), terminated())
         finally:
-            task.robot, task._draw_due_commands = robot, draw
+            task._draw_due_commands = draw
             task.__dict__.update(own)
-
-    from fused_hooks import captured_graph  # here: it imports gs_gym's vector env, which path a does not need
 
     replay = captured_graph(compute, device) if device.type == "cuda" else compute
     outputs: list[torch.Tensor] = []
 
     def patched_read_state() -> None:
         draw()
-        qpos.copy_(robot.get_qpos())
-        qvel.copy_(robot.get_dofs_velocity())
         for name, tensor in fixed.items():
             tensor.copy_(getattr(task, name))
         state, computed = replay()
