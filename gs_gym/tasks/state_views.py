@@ -7,10 +7,10 @@ backends) those arrays are torch tensors that Genesis updates in place, so a tas
 columns once, at build, and read it for nothing. A reader made here returns that view, or calls the getter where no
 view exists (zero-copy off, or arrays Genesis cannot share), with the same values either way.
 
-A view is live: its values change with the next ``scene.step`` or setter (a reset's ``set_qpos``), as a getter's
-copy would not. The task math computing from it must therefore be done with it before those run, which the step
-order guarantees (``read_state`` and the output hooks come after ``simulate`` and the resets); something kept across
-them (to compare two steps, say) must be cloned.
+A view is live: unlike a getter's copy, it changes with the next ``scene.step`` or setter (a reset's ``set_qpos``).
+The step order reads it before either runs (``read_state`` and the output hooks come after ``simulate`` and the
+resets); a value kept across them (to compare two steps, say) must be cloned, and a hook must not return a view as
+its output.
 
 Built on Genesis internals, the solver's arrays and an entity's offsets into them, pinned with genesis-world 1.4.5;
 ``tests/tasks/test_state_views.py`` holds the views to the getters' values through steps and resets.
