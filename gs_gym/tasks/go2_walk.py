@@ -142,12 +142,13 @@ class Go2State:
 # -- quaternion helpers (Genesis order: w, x, y, z) --------------------------------------------------------------
 
 
-def rotate_inverse(quat: torch.Tensor, vec: torch.Tensor) -> torch.Tensor:
-    """Express world vectors ``vec`` in the frame of the unit quaternions ``quat``: ``R(quat)^T vec``."""
+def rotate_inverse(quat: torch.Tensor, vec: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Express world vectors ``vec`` in the frame of the unit quaternions ``quat``: ``R(quat)^T vec`` (into ``out``
+    when given). The doubling rides on the last addition (``alpha``): exact, so the same bits as a separate product."""
     w = quat[..., :1]
     u = -quat[..., 1:]
     uv = torch.cross(u, vec, dim=-1)
-    return vec + 2.0 * (w * uv + torch.cross(u, uv, dim=-1))
+    return torch.add(vec, w * uv + torch.cross(u, uv, dim=-1), alpha=2.0, out=out)
 
 
 def roll_pitch(quat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -275,6 +276,11 @@ class Go2Walk(Task):
         self.commands_due = self._no_envs
         """Envs whose command the next ``read_state`` draws (reset, or at a resampling step), as a bool mask."""
         self.state: Go2State | None = None
+        # the state read_state computes, written in place (the same storage every step: Task.capturable)
+        self._base_frame = torch.zeros(n, 2, 3, dtype=torch.float32, device=device)
+        """Linear velocity and gravity direction in the base frame (``state.lin_vel``, ``state.gravity``)."""
+        self._dof_pos = torch.zeros(n, NUM_JOINTS, dtype=torch.float32, device=device)
+        self._dof_vel = torch.zeros_like(self._dof_pos)
         self._reset_qpos = self.init_qpos
         """The qpos rows the last ``reset_envs`` set (``init_qpos`` plus joint noise), for ``read_reset_state``."""
 
@@ -298,12 +304,11 @@ class Go2Walk(Task):
 
     def apply_actions(self, actions: torch.Tensor) -> None:
         clip = self.config.action_clip
-        new = actions.clamp(-clip, clip)
-        applied = self.actions if self.config.action_latency else new
+        self.last_actions.copy_(self.actions)
+        torch.clamp(actions, -clip, clip, out=self.actions)
+        applied = self.last_actions if self.config.action_latency else self.actions
         target = self.default_dof_pos + self.config.action_scale * applied
         self.robot.control_dofs_position(target.index_select(1, self.to_genesis_order), self.joint_dofs_range)
-        self.last_actions = self.actions
-        self.actions = new
 
     def simulate(self) -> None:
         steps = self.episode_steps
@@ -322,8 +327,8 @@ class Go2Walk(Task):
         self.robot.set_qpos(qpos, envs_idx=mask, zero_velocity=True)
         self._reset_qpos = qpos
         keep = ~mask.unsqueeze(1)
-        self.actions = self.actions * keep
-        self.last_actions = self.last_actions * keep
+        self.actions.mul_(keep)
+        self.last_actions.mul_(keep)
         self.commands_due = self.commands_due | mask
         self.randomizer.reset(mask)
         self.randomizer.draw_obs_noise(mask)
@@ -339,32 +344,30 @@ class Go2Walk(Task):
         quat = qpos[:, 3:7]
         # both world vectors rotated into the base frame at once: one pass of kernels instead of two
         world = torch.stack([qvel[:, :3], self.gravity_world], dim=1)
-        lin_vel, gravity = rotate_inverse(quat.unsqueeze(1), world).unbind(1)
-        self.state = Go2State(
-            pos=qpos[:, :3],
-            quat=quat,
-            lin_vel=lin_vel,
-            ang_vel=qvel[:, 3:6],
-            gravity=gravity,
-            dof_pos=qpos.index_select(1, self.joint_q_index),
-            dof_vel=qvel.index_select(1, self.joint_dof_index),
-        )
+        rotate_inverse(quat.unsqueeze(1), world, out=self._base_frame)
+        torch.index_select(qpos, 1, self.joint_q_index, out=self._dof_pos)
+        torch.index_select(qvel, 1, self.joint_dof_index, out=self._dof_vel)
+        self._set_state(qpos, qvel)
+
+    def _set_state(self, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        """``state`` over the task's own tensors and the live views: the same storage at every step."""
+        lin_vel, gravity = self._base_frame.unbind(1)
+        self.state = Go2State(pos=qpos[:, :3], quat=qpos[:, 3:7], lin_vel=lin_vel, ang_vel=qvel[:, 3:6],
+                              gravity=gravity, dof_pos=self._dof_pos, dof_vel=self._dof_vel)  # fmt: skip
 
     def read_reset_state(self, mask: torch.Tensor) -> None:
         """The masked rows from the qpos ``reset_envs`` set, at rest: base and joint velocities zero, gravity straight
-        down in the base frame (the start quaternion is the identity). No Genesis call; the same values a
-        ``read_state`` would read (``tests/tasks/test_go2_walk.py`` compares them)."""
+        down in the base frame (the start quaternion is the identity), written in place. No Genesis call (unless
+        Genesis runs without zero-copy: then its getters read ``pos``, ``quat`` and ``ang_vel`` again); the same values
+        a ``read_state`` would read (``tests/tasks/test_go2_walk.py`` compares them)."""
         self._draw_due_commands()
-        s, qpos, fresh = self._state(), self._reset_qpos, mask.unsqueeze(1)
-        self.state = Go2State(
-            pos=torch.where(fresh, qpos[:, :3], s.pos),
-            quat=torch.where(fresh, qpos[:, 3:7], s.quat),
-            lin_vel=s.lin_vel.masked_fill(fresh, 0.0),
-            ang_vel=s.ang_vel.masked_fill(fresh, 0.0),
-            gravity=torch.where(fresh, self.gravity_world, s.gravity),
-            dof_pos=torch.where(fresh, qpos.index_select(1, self.joint_q_index), s.dof_pos),
-            dof_vel=s.dof_vel.masked_fill(fresh, 0.0),
-        )
+        # pos, quat and ang_vel: the live views hold what set_qpos wrote (the readers return them again, no copy)
+        self._set_state(self._read_qpos(), self._read_dofs_velocity())
+        s, fresh = self._state(), mask.unsqueeze(1)
+        s.lin_vel.masked_fill_(fresh, 0.0)
+        torch.where(fresh, self.gravity_world, s.gravity, out=s.gravity)
+        torch.where(fresh, self._reset_qpos.index_select(1, self.joint_q_index), s.dof_pos, out=s.dof_pos)
+        s.dof_vel.masked_fill_(fresh, 0.0)
 
     def observe(self) -> torch.Tensor:
         """Scaled angular velocity, gravity in the base frame, scaled commands, joint offsets from the default pose
@@ -441,5 +444,5 @@ class Go2Walk(Task):
         """Draw the commands of the envs in ``commands_due`` (one draw for resets and resampling), then clear it."""
         due = self.commands_due
         drawn = self.random.uniform(due, (3,), self.command_low, self.command_high)
-        self.commands = torch.where(due.unsqueeze(1), drawn, self.commands)
+        torch.where(due.unsqueeze(1), drawn, self.commands, out=self.commands)
         self.commands_due = self._no_envs

@@ -315,7 +315,7 @@ class DomainRandomizer:
         if self.obs_noise is None:
             return
         noise = self.random.normal(mask, (self.obs_noise_std.numel(),), self.obs_noise_std)
-        self.obs_noise = torch.where(mask.unsqueeze(1), noise, self.obs_noise)
+        torch.where(mask.unsqueeze(1), noise, self.obs_noise, out=self.obs_noise)  # in place: Task.capturable
 
     def add_obs_noise(self, observations: torch.Tensor) -> torch.Tensor:
         return observations if self.obs_noise is None else observations + self.obs_noise

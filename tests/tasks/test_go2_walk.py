@@ -82,6 +82,34 @@ def test_outputs_are_fresh_tensors_the_task_does_not_read_again(env):
     assert_outputs_belong_to_the_caller(env, actions, steps=6)
 
 
+def test_the_state_the_output_hooks_read_keeps_its_storage(env, task):
+    """What ``observe``, ``compute_rewards`` and ``compute_terminated`` read is written in place, never replaced, so
+    that a CUDA graph of them (``Task.capturable``) reads each step's values: through steps, resets and
+    ``read_reset_state``, every such tensor keeps its storage, offset and strides."""
+
+    def layout():
+        state = task.state
+        tensors = {
+            "actions": task.actions,
+            "last_actions": task.last_actions,
+            "commands": task.commands,
+            "obs_noise": task.randomizer.obs_noise,
+            **{field.name: getattr(state, field.name) for field in dataclasses.fields(state)},
+        }
+        return {name: (tensor.data_ptr(), tensor.stride(), tensor.shape) for name, tensor in tensors.items()}
+
+    generator = torch.Generator().manual_seed(5)
+    env.step(torch.rand(NUM_ENVS, 12, generator=generator) * 2 - 1)
+    before = layout()
+    for step in range(6):
+        env.step(torch.rand(NUM_ENVS, 12, generator=generator) * 2 - 1)
+        mask = torch.tensor([step % 2 == 0, True, False, step == 3])
+        task.reset_envs(mask)
+        task.read_reset_state(mask)
+        assert layout() == before, step
+    assert len(before) == 11
+
+
 def test_quaternion_helpers():
     quat = torch.tensor([quat_about("z", math.pi / 2), quat_about("x", 0.3), quat_about("y", -0.2)])
     rotated = rotate_inverse(quat, torch.tensor([[1.0, 0, 0], [0, 0, -1.0], [0, 0, -1.0]]))
