@@ -35,6 +35,8 @@ For each task and n_envs, one path after the other in this process (path c also 
   b-fused      path b with the task object's ``observe``, ``compute_rewards`` and ``compute_terminated`` patched into
                one ``torch.compile``d function (``fuse_task_outputs``; not a user option, not run unless asked): what
                fusing the task's math would save in a real step (``bench/fused_hooks.py`` costs the three alone)
+  b-cudagraph  path b with ``cuda_graph=True`` (go2-walk): the env's own capture of the three output hooks
+  c-cudagraph  path c with ``cuda_graph=True`` (neither run unless asked)
   b-graph      path b on go2-walk with the torch math of ``read_state``, ``observe``, ``compute_rewards`` and
                ``compute_terminated`` captured once in a CUDA graph and replayed each step (``capture_task_outputs``;
                bench only, not run unless asked): what a task written for capture (state in fixed tensors) would
@@ -135,6 +137,8 @@ PATH_LABELS = {
     "d+idle": "raw task hooks, then a step of path idle's env",
     "b-fused": "in-process, observe/rewards/terminated as one torch.compile'd function (bench only)",
     "b-graph": "in-process, read_state's math and observe/rewards/terminated replayed from one CUDA graph (bench only)",
+    "b-cudagraph": "in-process, cuda_graph=True (observe/rewards/terminated replayed from one CUDA graph)",
+    "c-cudagraph": "1 worker, cuda_graph=True",
 }
 PATH_ALIASES = {"b-noends": "b'", "bp": "b'"}
 TASK_PATHS = {
@@ -167,6 +171,8 @@ VECTOR_ENV_OPTIONS: dict[str, dict[str, Any]] = {
     "b'-nowait": {"num_workers": 0},
     "b-fused": {"num_workers": 0},
     "b-graph": {"num_workers": 0},
+    "b-cudagraph": {"num_workers": 0, "cuda_graph": True},
+    "c-cudagraph": {"num_workers": 1, "cuda_graph": True},
 }
 RATIOS = {
     "in_process_vs_reference": ("b", "a"),

@@ -73,6 +73,7 @@
 # Session 22 (the task's math from a CUDA graph):
 #   bash bench/gpu_session.sh graph-steps  # go2-walk b b-graph, --apart, 11 rounds (b-graph: read_state's torch math
 #                                          # and the three output hooks replayed from one CUDA graph, bench only)
+#   bash bench/gpu_session.sh cuda-graph  # go2-walk a b b-cudagraph c c-cudagraph (the cuda_graph option), --apart
 #   bash bench/gpu_session.sh worker-ab  # bench/wrapper_overhead.py in process and with one worker, the committed
 #                                        # gs_gym/ against .abold/gs_gym (the step outputs in one block: 13aeed2's)
 set -uo pipefail
@@ -332,6 +333,12 @@ fresh-ab)
                 --out "$out/wrapper-ab-$side-$round-${card}.json" 2>&1 | quiet | tail -n 6 | sed "s/^/$side $round: /"
         done
     done
+    ;;
+cuda-graph)
+    # cuda_graph=True timed: go2-walk a b b-cudagraph c c-cudagraph, --apart; fits a fresh machine in one call
+    timeout "${LIMIT:-330}" python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b b-cudagraph c c-cudagraph \
+        --repeats "${REPEATS:-11}" --apart --out "$out/cuda-graph-${card}.json" 2>&1 | quiet > "$out/cuda-graph.log"
+    tail -n 9 "$out/cuda-graph.log"
     ;;
 worker-ab)
     # the worker path's step with the committed gs_gym/ against .abold/gs_gym (an untracked copy of an older commit's,

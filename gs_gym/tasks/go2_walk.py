@@ -181,6 +181,7 @@ class Go2Walk(Task):
     config: Go2WalkConfig
     render_modes = (RGB_ARRAY,)
     fresh_outputs = True  # observe, compute_rewards and compute_terminated compute a new tensor each call
+    capturable = True  # and they read only tensors written in place (test_the_state_the_output_hooks_read_keeps_...)
 
     @classmethod
     def spaces(cls, config: TaskConfig) -> tuple[gym.spaces.Box, gym.spaces.Box]:

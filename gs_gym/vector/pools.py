@@ -33,6 +33,7 @@ def shard_specs(options: EnvOptions, ranges: list[EnvRange], base_seed: int) -> 
             backend=options.backend,
             autoreset_mode=options.autoreset_mode,
             final_observations=options.final_obs,
+            cuda_graph=options.cuda_graph,
             base_seed=base_seed,
             performance_mode=options.performance_mode,
             share_buffers=options.num_workers > 0,

@@ -41,6 +41,7 @@ from gs_gym.errors import NonFiniteObservationError, TaskOutputError
 from gs_gym.tasks.base import Task, TaskConfig, TaskContext
 from gs_gym.tasks.runtime import KERNEL_CACHE, init_genesis
 from gs_gym.transport.buffers import Handshake, ShardBuffers, SyncEvents
+from gs_gym.vector.capture import CapturedOutputs, Outputs
 from gs_gym.vector.flags import StepFlagValues
 
 IMPORTING_GENESIS = "importing genesis"
@@ -88,6 +89,8 @@ class ShardSpec:
     """The task's ``render_mode`` (``TaskContext.render_mode``): None adds no camera to the scene."""
     final_observations: bool = True
     """SAME_STEP: observe before the resets too, for ``buffers.final_observations`` (``EnvOptions.final_obs``)."""
+    cuda_graph: bool = False
+    """Replay the task's output hooks from one CUDA graph (``EnvOptions.cuda_graph``; the task is capturable)."""
     outputs_by_reference: bool = False
     """Point the output buffers at tensors that nothing here writes again, instead of copying into them, so that the
     env can return them as they are (in process, ``copy=True``: ``EnvOptions.outputs_by_reference``): the ones the
@@ -162,6 +165,8 @@ class EnvShard:
         self._obs_shape = (spec.num_envs, *obs_space.shape)
         self._frames: torch.Tensor | None = None
         """The shared frame buffer the parent holds (``render`` in a worker); None before the first render."""
+        self._graph: CapturedOutputs | None = None
+        """``spec.cuda_graph``: the output hooks' graph, captured at the first step (the state is read by then)."""
 
     @property
     def flags_landed(self) -> torch.cuda.Event | None:
@@ -226,9 +231,13 @@ class EnvShard:
         rows = (self.spec.num_envs,)
         same_step = mode == AutoresetMode.SAME_STEP
         observes_once = same_step and not self.spec.final_observations  # after the resets, below
-        observations = None if observes_once else self._observe()
-        rewards = self._task_output("compute_rewards", task.compute_rewards(), rows, torch.float32)
-        terminated = self._task_output("compute_terminated", task.compute_terminated(), rows, torch.bool)
+        observations: torch.Tensor | None
+        if self.spec.cuda_graph:  # the graph computes observations whether they are used or not
+            replayed, rewards, terminated = self._captured_outputs()
+            observations = None if observes_once else replayed
+        else:
+            observations = None if observes_once else self._observe()
+            rewards, terminated = self._rewards_and_terminated()
         truncated = steps >= self._max_steps
         extra = task.compute_truncated()
         if extra is not None:
@@ -325,6 +334,22 @@ class EnvShard:
 
     def _observe(self) -> torch.Tensor:
         return self._task_output("observe", self.task.observe(), self._obs_shape, torch.float32)
+
+    def _rewards_and_terminated(self) -> tuple[torch.Tensor, torch.Tensor]:
+        task, rows = self.task, (self.spec.num_envs,)
+        rewards = self._task_output("compute_rewards", task.compute_rewards(), rows, torch.float32)
+        return rewards, self._task_output("compute_terminated", task.compute_terminated(), rows, torch.bool)
+
+    def _hook_outputs(self) -> Outputs:
+        """The three output hooks called (in the step's order) and checked, as the graph captures them."""
+        observations = self._observe()
+        return (observations, *self._rewards_and_terminated())
+
+    def _captured_outputs(self) -> Outputs:
+        """The three outputs replayed from the CUDA graph, captured at the first step (``gs_gym.vector.capture``)."""
+        if self._graph is None:
+            self._graph = CapturedOutputs.capture(self.task.name, self._hook_outputs, self.device)
+        return self._graph.replay()
 
     def _reset(self, mask: torch.Tensor) -> None:
         self.task.reset_envs(mask)

@@ -722,6 +722,8 @@ BAD_OPTIONS = st.one_of(
     bad("spin_wait_us", [-1, -1e-9, math.nan, math.inf, "5", True, [0]]),
     bad("autoreset_mode", ["bogus", "nextstep", "next-step", "Next_Step", 1, None, ""]),
     *(bad(name, NOT_BOOLS, TE) for name in BOOL_OPTIONS),
+    bad("cuda_graph", NOT_BOOLS, TE),
+    bad("cuda_graph", [True]),  # cartpole, the default task, is not capturable
     bad("main_device", ["meta", "bogus", "cpu:x", 3.5, [], torch.device("meta"), *(["cuda:0", 0] if NO_GPU else [])]),
     bad("build_timeout", [*BAD_SECONDS, None]),
     bad("step_timeout", BAD_SECONDS),
@@ -740,6 +742,7 @@ VALID_OPTIONS = {
     "autoreset_mode": st.sampled_from(AUTORESET_SPELLINGS + [m.name.lower() for m in AutoresetMode]),
     "task_kwargs": st.one_of(st.none(), st.just({}), st.integers(1, 1000).map(lambda n: {"max_episode_steps": n})),
     **{name: st.booleans() for name in BOOL_OPTIONS},
+    "cuda_graph": st.just(False),
     "main_device": st.sampled_from([None, "cpu", torch.device("cpu")]),
     "render_mode": st.none(),
     "build_timeout": POSITIVE_SECONDS,

@@ -54,6 +54,17 @@ from gs_gym.tasks.cartpole import CartPole
             "num_envs: expected at least one env per worker (3 workers), got 2",
         ),
         (
+            {"num_envs": 4, "backend": "cpu", "cuda_graph": True},
+            ValueError,
+            "cuda_graph: task 'cartpole' does not declare its output hooks capturable (Task.capturable; go2-walk "
+            "does), got cuda_graph=True",
+        ),
+        (
+            {"num_envs": 4, "backend": "cpu", "task": "go2-walk", "cuda_graph": 1},
+            TypeError,
+            "cuda_graph: expected True or False, got 1",
+        ),
+        (
             {"num_envs": 4, "backend": "cpu", "devices": [0]},
             ValueError,
             "devices: only meaningful with backend='gpu', got devices=[0]",

@@ -1,0 +1,93 @@
+"""A task's output hooks replayed from one CUDA graph (``cuda_graph=True``, tasks declaring ``Task.capturable``).
+
+On the lent GPUs a step is host-bound: each torch operation a hook launches costs 10-20 us of host time, and
+go2-walk's ``observe``, ``compute_rewards`` and ``compute_terminated`` launch 31 of them. Captured once in a CUDA
+graph, they cost one launch per step and the GPU runs the same kernels (``bench/results/README.md``, "The task's math
+from one CUDA graph").
+
+A replay writes the outputs again into the tensors of the capture, computed from whatever the tensors the hooks read
+hold at that moment: hence ``Task.capturable``'s promise that those keep their storage. Each replay's outputs are
+cloned (the env hands them out, and the next replay overwrites the graph's). The first ``CHECKED_REPLAYS`` replays
+are also compared with the hooks called as they are (a host wait each): a task that replaced a tensor instead of
+writing into it would otherwise be read stale without a word; the difference raises ``TaskOutputError``. On the CPU
+backend nothing is captured: the same object calls the hooks at each "replay", so that the rest of the shard runs
+the same code there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import torch
+
+from gs_gym.errors import TaskOutputError
+
+Outputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+"""Observations, rewards and terminated, as the task's hooks return them."""
+
+CHECKED_REPLAYS = 3
+"""Replays compared with the hooks: the first steps, where a tensor replaced instead of written shows."""
+
+WARMUP_CALLS = 3
+"""Calls of the hooks on a side stream before the capture, as CUDA graph capture asks (lazy initialisations run
+outside it)."""
+
+
+@dataclasses.dataclass
+class CapturedOutputs:
+    """The output hooks as one CUDA graph (None on the CPU) and the tensors its replays write."""
+
+    task_name: str
+    hooks: Callable[[], Outputs]
+    graph: torch.cuda.CUDAGraph | None
+    captured: Outputs | None
+    """The graph's outputs (None without a graph)."""
+    checks_left: int = CHECKED_REPLAYS
+
+    @classmethod
+    def capture(cls, task_name: str, hooks: Callable[[], Outputs], device: torch.device) -> CapturedOutputs:
+        """Capture ``hooks`` (the three output hooks, checked) on ``device``; on the CPU, keep them as they are."""
+        if device.type != "cuda":
+            return cls(task_name, hooks, None, None)
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            for _ in range(WARMUP_CALLS):
+                hooks()
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                captured = hooks()
+        except RuntimeError as error:
+            raise TaskOutputError(
+                f"task {task_name!r} declares capturable output hooks (Task.capturable), but capturing observe, "
+                f"compute_rewards and compute_terminated in a CUDA graph failed: {error}"
+            ) from error
+        return cls(task_name, hooks, graph, captured)
+
+    def replay(self) -> Outputs:
+        """This step's outputs: the graph replayed and its outputs cloned (the hooks called, on the CPU)."""
+        if self.graph is None or self.captured is None:
+            return self.hooks()
+        self.graph.replay()
+        outputs = (self.captured[0].clone(), self.captured[1].clone(), self.captured[2].clone())
+        if self.checks_left:
+            self.checks_left -= 1
+            check_replay(self.task_name, outputs, self.hooks())
+        return outputs
+
+
+def check_replay(task_name: str, replayed: Outputs, called: Outputs) -> None:
+    """Raise ``TaskOutputError`` unless the replayed outputs equal the hooks' (NaN equal to NaN), naming the first
+    output that differs and in how many envs."""
+    for name, got, expected in zip(("observations", "rewards", "terminated"), replayed, called, strict=True):
+        same = (got == expected) | (got.isnan() & expected.isnan()) if got.is_floating_point() else got == expected
+        differing = int((~same.reshape(same.shape[0], -1).all(dim=1)).sum())
+        if differing:
+            raise TaskOutputError(
+                f"task {task_name!r}: the {name} replayed from the CUDA graph differ from its hooks' in {differing} "
+                f"envs: its output hooks read a tensor that was replaced instead of written in place, which "
+                f"Task.capturable rules out (write state with copy_, out= or in-place operations)"
+            )

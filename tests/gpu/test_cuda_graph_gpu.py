@@ -1,0 +1,49 @@
+"""``cuda_graph=True`` on Genesis's CUDA backend (skipped without CUDA): go2-walk's output hooks replayed from a CUDA
+graph give the hooks' values bit for bit, in process and in a worker, under NEXT_STEP and SAME_STEP, and a task that
+replaces a tensor its hooks read (breaking ``Task.capturable``'s promise) is stopped by the first replays' check."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from gs_gym import GenesisVectorEnv, TaskOutputError
+from gs_gym.tasks.go2_walk import Go2Walk
+from tests.equivalence.test_cuda_graph_option import NUM_ENVS, go2_rollout
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_replays_give_the_hooks_values(mode):
+    reference, ends = go2_rollout(0, mode, cuda_graph=False, backend="gpu")
+    assert ends >= NUM_ENVS
+    for num_workers in (0, 1):
+        trace, _ = go2_rollout(num_workers, mode, cuda_graph=True, backend="gpu")
+        for index, (got, want) in enumerate(zip(trace, reference, strict=True)):
+            assert torch.equal(got, want), f"{num_workers} workers, output {index}"
+
+
+class ReplacingGo2(Go2Walk):
+    """Declares capturable output hooks but replaces ``last_actions``, which ``compute_rewards`` reads."""
+
+    name = "replacing-go2"
+
+    def apply_actions(self, actions: torch.Tensor) -> None:
+        self.last_actions = torch.empty_like(self.last_actions)  # a new tensor each step, which apply_actions fills
+        super().apply_actions(actions)
+
+
+def test_a_replaced_tensor_is_caught_by_the_first_replays():
+    env = GenesisVectorEnv(NUM_ENVS, ReplacingGo2, backend="gpu", num_workers=0, seed=0, cuda_graph=True)
+    try:
+        env.reset(seed=0)
+        generator = torch.Generator(device=env.main_device).manual_seed(0)
+        message = "task 'replacing-go2': the rewards replayed from the CUDA graph differ from its hooks'"
+        with pytest.raises(TaskOutputError, match=f"^{re.escape(message)}"):
+            for _ in range(3):
+                env.step(torch.rand(NUM_ENVS, 12, generator=generator, device=env.main_device) * 2 - 1)
+    finally:
+        env.close()
