@@ -42,6 +42,7 @@ import torch
 
 from gs_gym import GenesisVectorEnv
 from gs_gym.benchmark import machine_description, synchronize
+from gs_gym.vector.capture import capture_graph, warm_up
 
 Outputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 T = TypeVar("T")
@@ -62,17 +63,11 @@ def build_task(task: str, n_envs: int, backend: str, warm_steps: int) -> tuple[A
 
 
 def captured_graph(function: Callable[[], T], device: torch.device) -> Callable[[], T]:
-    """One CUDA graph of ``function``'s torch work (warmed up three times first); replaying it recomputes what
-    ``function`` returned at the capture into the same tensors, which the replay returns."""
-    side = torch.cuda.Stream(device)
-    side.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(side):  # warm-up off the default stream, as capture requires
-        for _ in range(3):
-            function()
-    torch.cuda.current_stream(device).wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured = function()
+    """One CUDA graph of ``function``'s torch work, warmed up and captured as the env's ``cuda_graph`` option does
+    (``gs_gym.vector.capture``); replaying it recomputes what ``function`` returned at the capture into the same
+    tensors, which the replay returns."""
+    warm_up(function, device)
+    graph, captured = capture_graph(function)
 
     def replay() -> T:
         graph.replay()

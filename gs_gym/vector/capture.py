@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 
@@ -25,6 +26,7 @@ from gs_gym.errors import TaskOutputError
 
 Outputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 """Observations, rewards and terminated, as the task's hooks return them."""
+T = TypeVar("T")
 
 CHECKED_REPLAYS = 3
 """Replays compared with the hooks: the first steps, where a tensor replaced instead of written shows."""
@@ -50,16 +52,9 @@ class CapturedOutputs:
         """Capture ``hooks`` (the three output hooks, checked) on ``device``; on the CPU, keep them as they are."""
         if device.type != "cuda":
             return cls(task_name, hooks, None, None)
-        side = torch.cuda.Stream(device)
-        side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):
-            for _ in range(WARMUP_CALLS):
-                hooks()
-        torch.cuda.current_stream(device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
+        warm_up(hooks, device)
         try:
-            with torch.cuda.graph(graph):
-                captured = hooks()
+            graph, captured = capture_graph(hooks)
         except RuntimeError as error:
             raise TaskOutputError(
                 f"task {task_name!r} declares capturable output hooks (Task.capturable), but capturing observe, "
@@ -77,6 +72,26 @@ class CapturedOutputs:
             self.checks_left -= 1
             check_replay(self.task_name, outputs, self.hooks())
         return outputs
+
+
+def warm_up(function: Callable[[], object], device: torch.device) -> None:
+    """``WARMUP_CALLS`` calls of ``function`` on a side stream, before ``capture_graph`` (as CUDA graph capture
+    asks)."""
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(WARMUP_CALLS):
+            function()
+    torch.cuda.current_stream(device).wait_stream(side)
+
+
+def capture_graph(function: Callable[[], T]) -> tuple[torch.cuda.CUDAGraph, T]:
+    """``function``'s CUDA work as one graph (after ``warm_up``), and what it returned during the capture: the
+    tensors each ``graph.replay()`` writes again."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = function()
+    return graph, captured
 
 
 def check_replay(task_name: str, replayed: Outputs, called: Outputs) -> None:
