@@ -35,7 +35,7 @@ For each task and n_envs, one path after the other in this process (path c also 
   b-fused      path b with the task object's ``observe``, ``compute_rewards`` and ``compute_terminated`` patched into
                one ``torch.compile``d function (``fuse_task_outputs``; not a user option, not run unless asked): what
                fusing the task's math would save in a real step (``bench/fused_hooks.py`` costs the three alone)
-  b-cudagraph  path b with ``cuda_graph=True`` (go2-walk): the env's own capture of the three output hooks
+  b-cudagraph  path b with ``cuda_graph=True`` (go2-walk, franka-reach): the env's own capture of the three output hooks
   c-cudagraph  path c with ``cuda_graph=True`` (neither run unless asked)
   b-graph      path b on go2-walk with the torch math of ``read_state``, ``observe``, ``compute_rewards`` and
                ``compute_terminated`` captured once in a CUDA graph and replayed each step (``capture_task_outputs``;

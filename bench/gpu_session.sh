@@ -335,10 +335,16 @@ fresh-ab)
     done
     ;;
 cuda-graph)
-    # cuda_graph=True timed: go2-walk a b b-cudagraph c c-cudagraph, --apart; fits a fresh machine in one call
+    # cuda_graph=True timed: go2-walk a b b-cudagraph c c-cudagraph, then franka-reach b b-cudagraph c c-cudagraph,
+    # --apart; fits one call (FRANKA=0 leaves franka-reach out)
     timeout "${LIMIT:-330}" python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b b-cudagraph c c-cudagraph \
         --repeats "${REPEATS:-11}" --apart --out "$out/cuda-graph-${card}.json" 2>&1 | quiet > "$out/cuda-graph.log"
     tail -n 9 "$out/cuda-graph.log"
+    [ "${FRANKA:-1}" = 1 ] || exit 0
+    timeout "${FRANKA_LIMIT:-220}" python3 bench/go2_vs_reference.py --tasks franka-reach --paths b b-cudagraph c \
+        c-cudagraph --repeats "${REPEATS:-11}" --apart --merge --out "$out/cuda-graph-${card}.json" 2>&1 | quiet \
+        > "$out/cuda-graph-franka.log"
+    tail -n 8 "$out/cuda-graph-franka.log"
     ;;
 worker-ab)
     # the worker path's step with the committed gs_gym/ against .abold/gs_gym (an untracked copy of an older commit's,

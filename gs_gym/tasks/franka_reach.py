@@ -82,8 +82,9 @@ class FrankaReachConfig(RandomizedTaskConfig):
 
 @register_task("franka-reach")
 class FrankaReach(Task):
-    """A step is five Genesis calls (one control, one ``scene.step``, three getters in ``read_state``) plus the
-    masked ``set_qpos`` of ``reset_envs`` and one setter per enabled reset-time randomization.
+    """A step is three Genesis calls (one control, one ``scene.step``, the hand position's getter in ``read_state``;
+    the joints are read through live views) plus the masked ``set_qpos`` of ``reset_envs`` and one setter per enabled
+    reset-time randomization.
 
     ``render_mode="rgb_array"``: per env, the arm and its target (a sphere of radius ``success_threshold``, added to
     the scene only when rendering, without collision) from a camera aimed between the arm's workspace and the
@@ -96,6 +97,7 @@ class FrankaReach(Task):
     config: FrankaReachConfig
     render_modes = (RGB_ARRAY,)
     fresh_outputs = True  # observe, compute_rewards and compute_terminated compute a new tensor each call
+    capturable = True  # they read the live joint views, hand_pos and targets, all written in place
 
     @classmethod
     def spaces(cls, config: TaskConfig) -> tuple[gym.spaces.Box, gym.spaces.Box]:
@@ -159,13 +161,15 @@ class FrankaReach(Task):
         self.home_qpos = tensor(config.home_qpos)
         self.target_low = tensor(config.target_low)
         self.target_high = tensor(config.target_high)
-        # World-frame target of every env (drawn at reset; may be overwritten between steps, e.g. by a curriculum).
+        # World-frame target of every env (drawn at reset; may be written between steps, e.g. by a curriculum, in place:
+        # the captured hooks read this tensor).
         self.targets = torch.zeros(n, 3, dtype=torch.float32, device=device)
         # PD targets of all nine dofs, in Genesis' dof order: the arm's (``joint_targets``, a view) then the open
         # fingers, which never change. Reset writes an episode's first qpos into the arm's rows, so these rows are
         # also what ``set_qpos`` takes.
         self._dof_targets = torch.cat([self.home_qpos, tensor(fingers)]).expand(n, -1).clone()
         self._all_envs = torch.ones(n, dtype=torch.bool, device=device)
+        self.hand_pos = torch.zeros(n, 3, dtype=torch.float32, device=device)
         self.read_state()
 
     def _check_joint_layout(self) -> None:
@@ -189,10 +193,12 @@ class FrankaReach(Task):
 
     def read_state(self) -> None:
         """Cache what the hooks share: ``arm_pos`` / ``arm_vel`` (7 joints, radians and rad/s; live views of
-        Genesis's arrays, ``state_views``) and ``hand_pos`` (world frame; Genesis's getter, a copy)."""
+        Genesis's arrays, ``state_views``) and ``hand_pos`` (world frame; Genesis's getter, copied into the same
+        tensor each time, as ``capturable`` asks: link positions come out of Genesis's kinematics, which a view of its
+        array would not run)."""
         self.arm_pos = self._read_arm_pos()
         self.arm_vel = self._read_arm_vel()
-        self.hand_pos = self.ee.get_pos()
+        self.hand_pos.copy_(self.ee.get_pos())
 
     def ee_pos(self) -> torch.Tensor:
         """The hand position read from Genesis now (``hand_pos`` holds the one ``read_state`` cached)."""

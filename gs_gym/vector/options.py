@@ -151,8 +151,9 @@ class EnvOptions:
     cuda_graph: bool
     """Replay the task's ``observe``, ``compute_rewards`` and ``compute_terminated`` from one CUDA graph per shard,
     captured at the first step: one launch per step where go2-walk's hooks take 31 (host-bound GPU steps pay 10-20 us
-    of host time per launch). Only for tasks that declare ``Task.capturable`` (go2-walk); the first replays are
-    checked against the hooks. On the CPU backend the hooks run as they are. Off by default until timed on a GPU."""
+    of host time per launch). Only for tasks that declare ``Task.capturable`` (go2-walk, franka-reach); the first
+    replays are checked against the hooks. On the CPU backend the hooks run as they are. Off by default until timed on
+    a GPU."""
     performance_mode: bool
     """Genesis ``performance_mode``. Off by default: on the H200 it stepped 1.16x (go2-walk) and 1.26x (cartpole)
     faster at 4096 envs, but compiles again for every new shard size (1-2 min) and adds 10-18 s to every build."""
@@ -265,7 +266,7 @@ class EnvOptions:
         if as_bool("cuda_graph", cuda_graph) and not task_class.outputs_are_capturable():
             raise ValueError(
                 f"cuda_graph: task {task_class.name!r} does not declare its output hooks capturable "
-                f"(Task.capturable; go2-walk does), got cuda_graph=True"
+                f"(Task.capturable; go2-walk and franka-reach do), got cuda_graph=True"
             )
         if verbose is not None and not isinstance(verbose, bool):
             raise TypeError(f"verbose: expected True, False or None (when stderr is a terminal), got {verbose!r}")

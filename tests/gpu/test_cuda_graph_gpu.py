@@ -1,6 +1,7 @@
-"""``cuda_graph=True`` on Genesis's CUDA backend (skipped without CUDA): go2-walk's output hooks replayed from a CUDA
-graph give the hooks' values bit for bit, in process and in a worker, under NEXT_STEP and SAME_STEP, and a task that
-replaces a tensor its hooks read (breaking ``Task.capturable``'s promise) is stopped by the first replays' check."""
+"""``cuda_graph=True`` on Genesis's CUDA backend (skipped without CUDA): the output hooks of go2-walk and franka-reach
+replayed from a CUDA graph give the hooks' values bit for bit, in process and in a worker, under NEXT_STEP and
+SAME_STEP, and a task that replaces a tensor its hooks read (breaking ``Task.capturable``'s promise) is stopped by the
+first replays' check."""
 
 from __future__ import annotations
 
@@ -11,17 +12,18 @@ import torch
 
 from gs_gym import GenesisVectorEnv, TaskOutputError
 from gs_gym.tasks.go2_walk import Go2Walk
-from tests.equivalence.test_cuda_graph_option import NUM_ENVS, go2_rollout
+from tests.equivalence.test_cuda_graph_option import CAPTURABLE_TASKS, NUM_ENVS, rollout
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 
+@pytest.mark.parametrize("task", CAPTURABLE_TASKS)
 @pytest.mark.parametrize("mode", ["next_step", "same_step"])
-def test_replays_give_the_hooks_values(mode):
-    reference, ends = go2_rollout(0, mode, cuda_graph=False, backend="gpu")
+def test_replays_give_the_hooks_values(task, mode):
+    reference, ends = rollout(task, 0, mode, cuda_graph=False, backend="gpu")
     assert ends >= NUM_ENVS
     for num_workers in (0, 1):
-        trace, _ = go2_rollout(num_workers, mode, cuda_graph=True, backend="gpu")
+        trace, _ = rollout(task, num_workers, mode, cuda_graph=True, backend="gpu")
         for index, (got, want) in enumerate(zip(trace, reference, strict=True)):
             assert torch.equal(got, want), f"{num_workers} workers, output {index}"
 

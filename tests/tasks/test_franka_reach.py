@@ -36,6 +36,25 @@ def test_outputs_are_fresh_tensors_the_task_does_not_read_again(env):
     assert_outputs_belong_to_the_caller(env, actions, steps=6)
 
 
+def test_the_state_the_output_hooks_read_keeps_its_storage(env, task):
+    """franka-reach declares ``capturable``: what its output hooks read keeps its storage, offset and strides through
+    steps and masked resets, so that a CUDA graph of the hooks reads each step's values."""
+
+    def layout():
+        tensors = {name: getattr(task, name) for name in ("arm_pos", "arm_vel", "hand_pos", "targets")}
+        return {name: (tensor.data_ptr(), tensor.stride(), tensor.shape) for name, tensor in tensors.items()}
+
+    assert env.local_task.outputs_are_capturable()
+    generator = torch.Generator().manual_seed(5)
+    env.step(torch.rand(NUM_ENVS, 7, generator=generator) * 2 - 1)
+    before = layout()
+    for step in range(4):
+        env.step(torch.rand(NUM_ENVS, 7, generator=generator) * 2 - 1)
+        task.reset_envs(torch.tensor([step % 2 == 0, True, False]))
+        task.read_state()
+        assert layout() == before, step
+
+
 def test_spaces_and_observation_layout(env, task):
     assert env.single_observation_space.shape == (20,)
     assert env.single_action_space.shape == (7,)

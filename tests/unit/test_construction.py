@@ -57,7 +57,7 @@ from gs_gym.tasks.cartpole import CartPole
             {"num_envs": 4, "backend": "cpu", "cuda_graph": True},
             ValueError,
             "cuda_graph: task 'cartpole' does not declare its output hooks capturable (Task.capturable; go2-walk "
-            "does), got cuda_graph=True",
+            "and franka-reach do), got cuda_graph=True",
         ),
         (
             {"num_envs": 4, "backend": "cpu", "task": "go2-walk", "cuda_graph": 1},
