@@ -106,14 +106,15 @@ class Task(ABC):
     cloning them. It covers the hooks of the class that sets it: a subclass that overrides one of the three hooks
     must set it again (``outputs_are_fresh``). False (the default) is always safe: the outputs are cloned."""
     capturable: ClassVar[bool] = False
-    """True when ``observe``, ``compute_rewards`` and ``compute_terminated`` can be captured once in a CUDA graph and
-    replayed at every step (``cuda_graph=True``): they launch torch work on the task's device only (no Genesis call,
+    """True when ``observe``, ``compute_rewards``, ``compute_terminated`` and ``compute_truncated`` can be captured
+    once in a CUDA graph and replayed at every step (``cuda_graph=True``, with the env's bookkeeping after them): they
+    launch torch work on the task's device only (no Genesis call,
     no random draw, no host sync, no Python decision on a tensor's values) and read only tensors that keep their
     storage from step to step: the task writes its state into them in place (``copy_``, ``out=``, in-place
     operations) and reads Genesis's through ``gs_gym.tasks.state_views``. A replay recomputes the outputs from what
     those tensors hold then; one replaced instead of written would be read stale, which the env's first replays
     check against the hooks (``gs_gym.vector.capture``). Like ``fresh_outputs`` it covers the hooks of the class that
-    sets it (``outputs_are_capturable``)."""
+    sets it (``outputs_are_capturable``), ``compute_truncated`` included."""
 
     scene: Any
     """The Genesis scene, set by ``build``."""
@@ -159,16 +160,18 @@ class Task(ABC):
 
     @classmethod
     def outputs_are_capturable(cls) -> bool:
-        """Whether ``capturable`` holds for this class's output hooks, by ``outputs_are_fresh``'s rule."""
-        return cls._declared_for_output_hooks("capturable")
+        """Whether ``capturable`` holds for this class's output hooks and ``compute_truncated``, by
+        ``outputs_are_fresh``'s rule."""
+        return cls._declared_for_output_hooks("capturable", "compute_truncated")
 
     @classmethod
-    def _declared_for_output_hooks(cls, flag: str) -> bool:
+    def _declared_for_output_hooks(cls, flag: str, *more_hooks: str) -> bool:
         """The class attribute ``flag`` as the nearest class in the MRO that sets it, unless one of the three output
-        hooks is overridden below that class (then False: the override did not make the promise)."""
+        hooks (or of ``more_hooks``) is overridden below that class (then False: the override did not make the
+        promise)."""
         mro = cls.__mro__
         declared = next(index for index, klass in enumerate(mro) if flag in vars(klass))
-        for hook in ("observe", "compute_rewards", "compute_terminated"):
+        for hook in ("observe", "compute_rewards", "compute_terminated", *more_hooks):
             if next(index for index, klass in enumerate(mro) if hook in vars(klass)) < declared:
                 return False  # overridden below the declaration
         return bool(vars(mro[declared])[flag])

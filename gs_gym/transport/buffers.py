@@ -82,13 +82,15 @@ class ShardBuffers:
     ) -> None:
         """Write the four step outputs (float32, float32, bool, bool, of this shard's shapes, on this device) into
         ``step_outputs``: one concatenation of their bytes, one kernel."""
-        as_bytes = (
-            observations.reshape(-1).view(torch.uint8),  # reshape: contiguous, or a copy
-            rewards.contiguous().view(torch.uint8),
-            terminated.view(torch.uint8),  # bool to uint8: the same size, any strides
-            truncated.view(torch.uint8),
-        )
-        torch.cat(as_bytes, out=self.step_outputs)
+        write_step_outputs(self.step_outputs, observations, rewards, terminated, truncated)
+
+    def copy_step_outputs(
+        self, observations: torch.Tensor, rewards: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The four step outputs copied, by one kernel, into a new block laid out as ``step_outputs``: its views."""
+        block = torch.empty_like(self.step_outputs)
+        write_step_outputs(block, observations, rewards, terminated, truncated)
+        return self.step_output_views(block)
 
     def step_output_views(self, block: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """``block`` (``step_outputs`` or a copy of it) as observations, rewards, terminated and truncated."""
@@ -114,6 +116,24 @@ class ShardBuffers:
         error = int(torch.cuda.cudart().cudaHostRegister(flags.data_ptr(), flags.untyped_storage().nbytes(), 0))
         if error:
             raise RuntimeError(f"cudaHostRegister of the shared step flags failed with cudaError {error}")
+
+
+def write_step_outputs(
+    block: torch.Tensor,
+    observations: torch.Tensor,
+    rewards: torch.Tensor,
+    terminated: torch.Tensor,
+    truncated: torch.Tensor,
+) -> None:
+    """Write the four step outputs into ``block`` (laid out as ``ShardBuffers.step_outputs``): one concatenation of
+    their bytes, one kernel."""
+    as_bytes = (
+        observations.reshape(-1).view(torch.uint8),  # reshape: contiguous, or a copy
+        rewards.contiguous().view(torch.uint8),
+        terminated.view(torch.uint8),  # bool to uint8: the same size, any strides
+        truncated.view(torch.uint8),
+    )
+    torch.cat(as_bytes, out=block)
 
 
 def step_output_views(

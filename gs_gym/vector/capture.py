@@ -1,24 +1,26 @@
-"""A task's output hooks replayed from one CUDA graph (``cuda_graph=True``, tasks declaring ``Task.capturable``).
+"""The step's math after the physics, replayed from one CUDA graph (``cuda_graph=True``, tasks declaring
+``Task.capturable``).
 
-On the lent GPUs a step is host-bound: each torch operation a hook launches costs 10-20 us of host time, and
-go2-walk's ``observe``, ``compute_rewards`` and ``compute_terminated`` launch 31 of them. Captured once in a CUDA
-graph, they cost one launch per step and the GPU runs the same kernels (``bench/results/README.md``, "The task's math
-from one CUDA graph").
+On the lent GPUs a step is host-bound: each torch operation costs 10-20 us of host time to launch, and go2-walk's
+``observe``, ``compute_rewards`` and ``compute_terminated`` launch 31 of them, the shard's bookkeeping after them
+(time limit, the resets' masks, done, the step flags) eight more. Captured once in a CUDA graph, they cost one launch
+per step and the GPU runs the same kernels (``bench/results/README.md``, "The task's math from one CUDA graph").
 
-A replay writes the outputs again into the tensors of the capture, computed from whatever the tensors the hooks read
-hold at that moment: hence ``Task.capturable``'s promise that those keep their storage. Each replay's outputs are
-cloned (the env hands them out, and the next replay overwrites the graph's). The first ``CHECKED_REPLAYS`` replays
-are also compared with the hooks called as they are (a host wait each): a task that replaced a tensor instead of
-writing into it would otherwise be read stale without a word; the difference raises ``TaskOutputError``. On the CPU
-backend nothing is captured: the same object calls the hooks at each "replay", so that the rest of the shard runs
-the same code there.
+A replay writes its results again into the tensors of the capture, computed from whatever the tensors the captured
+function reads hold at that moment: hence ``Task.capturable``'s promise that the hooks' keep their storage, and the
+shard's own inputs (episode counters, the envs to reset, the actions checked) are written in place too. The results
+stay valid until the next replay: the shard copies what it hands out. The first ``CHECKED_REPLAYS`` replays also
+compare the hooks' outputs with the hooks called as they are (a host wait each): a task that replaced a tensor
+instead of writing into it would otherwise be read stale without a word; the difference raises ``TaskOutputError``.
+On the CPU backend nothing is captured: the same object calls the function at each "replay", so that the rest of the
+shard runs the same code there.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import torch
 
@@ -27,51 +29,64 @@ from gs_gym.errors import TaskOutputError
 Outputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 """Observations, rewards and terminated, as the task's hooks return them."""
 T = TypeVar("T")
+R = TypeVar("R")
 
 CHECKED_REPLAYS = 3
 """Replays compared with the hooks: the first steps, where a tensor replaced instead of written shows."""
 
 WARMUP_CALLS = 3
-"""Calls of the hooks on a side stream before the capture, as CUDA graph capture asks (lazy initialisations run
+"""Calls of the function on a side stream before the capture, as CUDA graph capture asks (lazy initialisations run
 outside it)."""
 
 
 @dataclasses.dataclass
-class CapturedOutputs:
-    """The output hooks as one CUDA graph (None on the CPU) and the tensors its replays write."""
+class CapturedStep(Generic[R]):
+    """A function of the step (the task's output hooks, then what the shard computes from them) as one CUDA graph
+    (None on the CPU), and the tensors its replays write."""
 
     task_name: str
+    function: Callable[[], tuple[Outputs, R]]
+    """Returns the hooks' outputs as it used them, and its results. Called more than once for one step (warm-up,
+    capture), so it must write nothing that it also reads."""
     hooks: Callable[[], Outputs]
+    """The output hooks called as they are, for the check."""
     graph: torch.cuda.CUDAGraph | None
-    captured: Outputs | None
-    """The graph's outputs (None without a graph)."""
+    captured: tuple[Outputs, R] | None
+    """What the capture returned: the tensors each replay writes again (None without a graph)."""
     checks_left: int = CHECKED_REPLAYS
 
     @classmethod
-    def capture(cls, task_name: str, hooks: Callable[[], Outputs], device: torch.device) -> CapturedOutputs:
-        """Capture ``hooks`` (the three output hooks, checked) on ``device``; on the CPU, keep them as they are."""
+    def capture(
+        cls,
+        task_name: str,
+        function: Callable[[], tuple[Outputs, R]],
+        hooks: Callable[[], Outputs],
+        device: torch.device,
+    ) -> CapturedStep[R]:
+        """Capture ``function`` on ``device``; on the CPU, keep it as it is."""
         if device.type != "cuda":
-            return cls(task_name, hooks, None, None)
-        warm_up(hooks, device)
+            return cls(task_name, function, hooks, None, None)
+        warm_up(function, device)
         try:
-            graph, captured = capture_graph(hooks)
+            graph, captured = capture_graph(function)
         except RuntimeError as error:
             raise TaskOutputError(
                 f"task {task_name!r} declares capturable output hooks (Task.capturable), but capturing observe, "
-                f"compute_rewards and compute_terminated in a CUDA graph failed: {error}"
+                f"compute_rewards, compute_terminated and compute_truncated in a CUDA graph failed: {error}"
             ) from error
-        return cls(task_name, hooks, graph, captured)
+        return cls(task_name, function, hooks, graph, captured)
 
-    def replay(self) -> Outputs:
-        """This step's outputs: the graph replayed and its outputs cloned (the hooks called, on the CPU)."""
+    def replay(self) -> R:
+        """This step's results: the graph replayed (the function called, on the CPU). They hold until the next
+        replay."""
         if self.graph is None or self.captured is None:
-            return self.hooks()
+            return self.function()[1]
         self.graph.replay()
-        outputs = (self.captured[0].clone(), self.captured[1].clone(), self.captured[2].clone())
+        outputs, results = self.captured
         if self.checks_left:
             self.checks_left -= 1
             check_replay(self.task_name, outputs, self.hooks())
-        return outputs
+        return results
 
 
 def warm_up(function: Callable[[], object], device: torch.device) -> None:

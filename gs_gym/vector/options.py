@@ -149,11 +149,11 @@ class EnvOptions:
     task's hooks then run ``read_state``, ``compute_rewards``, ``compute_terminated``, the resets, and ``observe``
     once, for the observations returned (the ones the NaN/inf check covers)."""
     cuda_graph: bool
-    """Replay the task's ``observe``, ``compute_rewards`` and ``compute_terminated`` from one CUDA graph per shard,
-    captured at the first step: one launch per step where go2-walk's hooks take 31 (host-bound GPU steps pay 10-20 us
-    of host time per launch). Only for tasks that declare ``Task.capturable`` (go2-walk, franka-reach); the first
-    replays are checked against the hooks. On the CPU backend the hooks run as they are. Off by default until timed on
-    a GPU."""
+    """Replay the task's output hooks (``compute_truncated`` included) and the shard's bookkeeping after them (time
+    limit, done, the step flags) from one CUDA graph per shard, captured at the first step: one launch per step where
+    go2-walk's take 39 (host-bound GPU steps pay 10-20 us of host time per launch). Only for tasks that declare
+    ``Task.capturable`` (go2-walk, franka-reach); the first replays are checked against the hooks. On the CPU backend
+    the same code runs as it is. Off by default until timed on a GPU."""
     performance_mode: bool
     """Genesis ``performance_mode``. Off by default: on the H200 it stepped 1.16x (go2-walk) and 1.26x (cartpole)
     faster at 4096 envs, but compiles again for every new shard size (1-2 min) and adds 10-18 s to every build."""

@@ -41,7 +41,7 @@ from gs_gym.errors import NonFiniteObservationError, TaskOutputError
 from gs_gym.tasks.base import Task, TaskConfig, TaskContext
 from gs_gym.tasks.runtime import KERNEL_CACHE, init_genesis
 from gs_gym.transport.buffers import Handshake, ShardBuffers, SyncEvents
-from gs_gym.vector.capture import CapturedOutputs, Outputs
+from gs_gym.vector.capture import CapturedStep, Outputs
 from gs_gym.vector.flags import StepFlagValues
 
 IMPORTING_GENESIS = "importing genesis"
@@ -90,7 +90,8 @@ class ShardSpec:
     final_observations: bool = True
     """SAME_STEP: observe before the resets too, for ``buffers.final_observations`` (``EnvOptions.final_obs``)."""
     cuda_graph: bool = False
-    """Replay the task's output hooks from one CUDA graph (``EnvOptions.cuda_graph``; the task is capturable)."""
+    """Replay the task's output hooks and the step's bookkeeping after them from one CUDA graph
+    (``EnvOptions.cuda_graph``; the task is capturable)."""
     outputs_by_reference: bool = False
     """Point the output buffers at tensors that nothing here writes again, instead of copying into them, so that the
     env can return them as they are (in process, ``copy=True``: ``EnvOptions.outputs_by_reference``): the ones the
@@ -121,6 +122,18 @@ def check_frames(task: str, frames: Any, num_envs: int) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(frames))
     got = f"{frames.dtype} array of shape {frames.shape}" if is_array else type(frames).__name__
     raise TaskOutputError(f"task {task!r} render: expected a uint8 array of shape ({num_envs}, H, W, 3), got {got}")
+
+
+@dataclasses.dataclass(frozen=True)
+class StepResults:
+    """What a step computes after the physics, before any SAME_STEP reset (``EnvShard._step_results``)."""
+
+    observations: torch.Tensor | None
+    """None when the step observes only after its resets (SAME_STEP without final observations)."""
+    rewards: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    done: torch.Tensor
 
 
 class EnvShard:
@@ -156,7 +169,8 @@ class EnvShard:
         "any env done" is polled from there at the next (see the module docstring)."""
         self._max_steps = spec.config.max_episode_steps
         self._needs_reset = torch.zeros(spec.num_envs, dtype=torch.bool, device=self.device)
-        """NEXT_STEP: the envs that finished in the last step, reset at the start of the next."""
+        """NEXT_STEP: the envs that finished in the last step, reset at the start of the next (written in place
+        under ``cuda_graph``, whose replays read it)."""
         self._all = torch.ones(spec.num_envs, dtype=torch.bool, device=self.device)
         self._clone_task_outputs = spec.outputs_by_reference and not spec.task_class.outputs_are_fresh()
         """Buffers by reference, and the task may write into what its hooks returned: hand out clones of them."""
@@ -165,8 +179,15 @@ class EnvShard:
         self._obs_shape = (spec.num_envs, *obs_space.shape)
         self._frames: torch.Tensor | None = None
         """The shared frame buffer the parent holds (``render`` in a worker); None before the first render."""
-        self._graph: CapturedOutputs | None = None
-        """``spec.cuda_graph``: the output hooks' graph, captured at the first step (the state is read by then)."""
+        self._graph: CapturedStep[StepResults] | None = None
+        """``spec.cuda_graph``: the graph of ``_step_results``, captured at the first step (the state is read by
+        then)."""
+        on_device = self.buffers.actions.device == self.device
+        self._graph_actions = (
+            self.buffers.actions if on_device else torch.zeros_like(self.buffers.actions, device=self.device)
+        )
+        """``spec.cuda_graph``: the actions the graph checks (the worker's buffer itself where it lies on the shard's
+        device)."""
 
     @property
     def flags_landed(self) -> torch.cuda.Event | None:
@@ -197,7 +218,7 @@ class EnvShard:
             # not strict: random.seed names a list of the wrong length in its own error
             random.seed([seed if keep else None for seed, keep in zip(seeds, chosen, strict=False)])
         self._reset(reset_mask)
-        self._needs_reset = self._needs_reset & ~reset_mask  # NEXT_STEP: not again at the next step
+        self._needs_reset &= ~reset_mask  # NEXT_STEP: not again at the next step
         self.task.read_state()
         observations = self._observe()
         if self.spec.check_observations:
@@ -228,17 +249,53 @@ class EnvShard:
         if pending is not None:
             self._reset(pending)
         task.read_state()
-        rows = (self.spec.num_envs,)
         same_step = mode == AutoresetMode.SAME_STEP
         observes_once = same_step and not self.spec.final_observations  # after the resets, below
-        observations: torch.Tensor | None
-        if self.spec.cuda_graph:  # the graph computes observations whether they are used or not
-            replayed, rewards, terminated = self._captured_outputs()
-            observations = None if observes_once else replayed
+        if self.spec.cuda_graph:
+            results = self._replayed_results(actions, observes_once)
         else:
             observations = None if observes_once else self._observe()
-            rewards, terminated = self._rewards_and_terminated()
-        truncated = steps >= self._max_steps
+            results = self._step_results(observations, *self._rewards_and_terminated(), pending, actions)
+        observations, rewards, terminated, truncated, done = (
+            results.observations, results.rewards, results.terminated, results.truncated, results.done
+        )  # fmt: skip
+        replayed = self.spec.cuda_graph  # the results are the graph's tensors, written again by the next replay
+        if next_step:
+            self._flags.start()
+            if replayed:
+                self._needs_reset.copy_(done)
+            else:
+                self._needs_reset = done
+        elif same_step:
+            resets = self._flags.poll_any_done(default=True)  # the last step's: see the module docstring
+            self._flags.start()
+            resets = resets or self._flags.any_done()
+            if observations is not None:
+                self._publish(replayed, final_observations=observations)  # a reset's observe below makes a new one
+            if resets:
+                self._reset(done)
+                task.read_reset_state(done)
+            if resets or observations is None:
+                observations = self._observe()
+            if observes_once and self._flag_non_finite(observations, rewards, actions):
+                self._flags.start()  # again: ALL_FINITE was written after the copy above
+        assert observations is not None  # observed above unless observes_once, and then in the SAME_STEP branch
+        self._publish(replayed, observations=observations, rewards=rewards, terminated=terminated, truncated=truncated)
+        self._release_to_parent()
+
+    def _step_results(
+        self,
+        observations: torch.Tensor | None,
+        rewards: torch.Tensor,
+        terminated: torch.Tensor,
+        pending: torch.Tensor | None,
+        actions: torch.Tensor,
+    ) -> StepResults:
+        """The time limit and the task's own truncation, the envs ``pending`` (reset at this step's start) given reward
+        0 and not done, the step flags written (unless ``observations`` is None: then after the resets). No host
+        wait, no Genesis call: captured with the hooks under ``cuda_graph``."""
+        task, rows = self.task, (self.spec.num_envs,)
+        truncated = self.context.episode_steps >= self._max_steps
         extra = task.compute_truncated()
         if extra is not None:
             check_output(task.name, "compute_truncated", extra, rows, torch.bool, self.device)
@@ -251,25 +308,28 @@ class EnvShard:
             self._flag_non_finite(observations, rewards, actions)
         done = terminated | truncated
         self._flags.count_done(done)
-        if next_step:
-            self._flags.start()
-            self._needs_reset = done
-        elif same_step:
-            resets = self._flags.poll_any_done(default=True)  # the last step's: see the module docstring
-            self._flags.start()
-            resets = resets or self._flags.any_done()
-            if observations is not None:
-                self._publish(final_observations=observations)  # a reset's observe below makes a new tensor
-            if resets:
-                self._reset(done)
-                task.read_reset_state(done)
-            if resets or observations is None:
-                observations = self._observe()
-            if observes_once and self._flag_non_finite(observations, rewards, actions):
-                self._flags.start()  # again: ALL_FINITE was written after the copy above
-        assert observations is not None  # observed above unless observes_once, and then in the SAME_STEP branch
-        self._publish(observations=observations, rewards=rewards, terminated=terminated, truncated=truncated)
-        self._release_to_parent()
+        return StepResults(observations, rewards, terminated, truncated, done)
+
+    def _replayed_results(self, actions: torch.Tensor, observes_once: bool) -> StepResults:
+        """``_step_results`` replayed from the CUDA graph, captured at the first step (``gs_gym.vector.capture``).
+
+        The graph reads tensors that keep their storage: under NEXT_STEP it always masks ``_needs_reset`` (all False
+        after a step in which no env finished, where the eager step skips the masking: the same values), and the
+        actions it checks are ``_graph_actions``, into which actions given otherwise are copied first."""
+        checked = self._graph_actions
+        if self.spec.check_actions and actions is not checked:
+            checked.copy_(actions)  # in process (the step's argument), or host buffers
+        if self._graph is None:
+            next_step = self.spec.autoreset_mode == AutoresetMode.NEXT_STEP
+            pending = self._needs_reset if next_step else None
+
+            def step_results() -> tuple[Outputs, StepResults]:
+                outputs = self._hook_outputs()
+                observations = None if observes_once else outputs[0]
+                return outputs, self._step_results(observations, outputs[1], outputs[2], pending, checked)
+
+            self._graph = CapturedStep.capture(self.task.name, step_results, self._hook_outputs, self.device)
+        return self._graph.replay()
 
     def check_step(self) -> tuple[int, ...]:
         """What made the last step's ``ALL_FINITE`` flag False, from the values it left in the buffers: raise
@@ -345,22 +405,22 @@ class EnvShard:
         observations = self._observe()
         return (observations, *self._rewards_and_terminated())
 
-    def _captured_outputs(self) -> Outputs:
-        """The three outputs replayed from the CUDA graph, captured at the first step (``gs_gym.vector.capture``)."""
-        if self._graph is None:
-            self._graph = CapturedOutputs.capture(self.task.name, self._hook_outputs, self.device)
-        return self._graph.replay()
-
     def _reset(self, mask: torch.Tensor) -> None:
         self.task.reset_envs(mask)
         self.context.episode_steps.masked_fill_(mask, 0)
 
-    def _publish(self, **outputs: torch.Tensor) -> None:
+    def _publish(self, replayed: bool = False, **outputs: torch.Tensor) -> None:
         """Make each tensor of ``outputs`` (keyed by buffer name) the content of that buffer: copied into it, or the
-        buffer pointed at it (``spec.outputs_by_reference``). The four step outputs together, on the buffers' device,
-        are copied by one kernel (``ShardBuffers.publish_step_outputs``)."""
+        buffer pointed at it (``spec.outputs_by_reference``; at copies of them when ``replayed``: the graph's
+        tensors, which its next replay writes again). The four step outputs together, on the buffers' device, are
+        copied by one kernel (``ShardBuffers.publish_step_outputs``, ``copy_step_outputs``)."""
         buffers = self.buffers
         if self.spec.outputs_by_reference:
+            if replayed and outputs.keys() == _STEP_OUTPUTS:
+                copies = buffers.copy_step_outputs(**outputs)
+                outputs = dict(zip(("observations", "rewards", "terminated", "truncated"), copies, strict=True))
+            elif replayed:
+                outputs = {name: value.clone() for name, value in outputs.items()}
             for name, value in outputs.items():
                 setattr(buffers, name, value)
         elif outputs.keys() == _STEP_OUTPUTS and buffers.step_outputs.device == self.device:

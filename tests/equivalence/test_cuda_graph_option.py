@@ -5,6 +5,8 @@ SAME_STEP) are the default env's, bit for bit.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -20,8 +22,8 @@ CAPTURABLE_TASKS = ["go2-walk", "franka-reach"]
 def rollout(
     task: str, num_workers: int, mode: str, cuda_graph: bool, backend: str = "cpu"
 ) -> tuple[list[torch.Tensor], int]:
-    """Everything 40 steps of large random actions return, final observations included, and how many episodes ended
-    (the time limit is 25 steps; go2's robots fall before)."""
+    """Everything 40 steps of large random actions return, final observations included, with a masked ``reset``
+    at step 30, and how many episodes ended (the time limit is 25 steps; go2's robots fall before)."""
     env = GenesisVectorEnv(NUM_ENVS, task, backend=backend, num_workers=num_workers, seed=0, autoreset_mode=mode,
                            cuda_graph=cuda_graph, task_kwargs={"max_episode_steps": 25})  # fmt: skip
     try:
@@ -29,7 +31,10 @@ def rollout(
         obs, _ = env.reset(seed=3)
         trace, ends = [obs], 0
         shape = (NUM_ENVS, *env.single_action_space.shape)
-        for _ in range(STEPS):
+        for step in range(STEPS):
+            if step == 30:  # after every env reached the time limit once
+                obs, _ = env.reset(options={"reset_mask": torch.arange(NUM_ENVS) % 3 == 0})
+                trace.append(obs)
             actions = torch.rand(shape, generator=generator, device=env.main_device) * 8 - 4
             obs, rewards, terminated, truncated, info = env.step(actions)
             trace += [obs, rewards, terminated, truncated, *([info["final_obs"]] if "final_obs" in info else [])]
@@ -49,3 +54,30 @@ def test_the_option_changes_no_value_on_the_cpu(task, mode):
         assert len(trace) == len(reference)
         for index, (got, want) in enumerate(zip(trace, reference, strict=True)):
             assert torch.equal(got, want), f"{num_workers} workers, output {index}"
+
+
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_non_finite_actions_act_as_zero_then_raise_with_the_option(num_workers):
+    """The graph checks the step's actions from a buffer of its own: NaN and inf are found as without it."""
+    check_non_finite_actions(num_workers, "cpu")
+
+
+def check_non_finite_actions(num_workers: int, backend: str) -> None:
+    env = GenesisVectorEnv(NUM_ENVS, "go2-walk", backend=backend, num_workers=num_workers, seed=0, cuda_graph=True)
+    try:
+        actions = torch.full((NUM_ENVS, 12), 0.5, device=env.main_device)
+        bad, zeroed = actions.clone(), actions.clone()
+        bad[[1, 4], 3] = torch.tensor([float("nan"), float("inf")])
+        zeroed[[1, 4], 3] = 0.0
+        env.reset(seed=4)
+        env.step(zeroed)
+        expected = env.step(actions)
+        env.reset(seed=4)
+        message = "actions: expected finite values, got NaN or inf for env(s) [1, 4] (the step ran with them as 0)"
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            env.step(bad)
+        got = env.step(actions)  # usable, and the rejected step happened with zeros
+        for a, b in zip(got[:4], expected[:4], strict=True):
+            assert torch.equal(a, b)
+    finally:
+        env.close()

@@ -50,10 +50,15 @@ def test_only_the_class_that_defines_the_output_hooks_can_declare_them_capturabl
     class Redeclared(Observing):
         capturable = True
 
+    class Truncating(Go2Walk):  # compute_truncated is captured too
+        def compute_truncated(self):
+            return None
+
     class Controlling(Go2Walk):  # other hooks do not matter: the first replays check what they leave
         def apply_actions(self, actions):
             super().apply_actions(actions)
 
     assert Go2Walk.outputs_are_capturable() and Redeclared.outputs_are_capturable()
-    assert Controlling.outputs_are_capturable()
+    assert Controlling.outputs_are_capturable() and Controlling.outputs_are_fresh()
     assert not Observing.outputs_are_capturable() and not CartPole.outputs_are_capturable()
+    assert not Truncating.outputs_are_capturable() and Truncating.outputs_are_fresh()
