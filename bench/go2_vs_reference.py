@@ -612,9 +612,12 @@ def summarize_profile(events: Any, steps: int) -> dict[str, Any]:
     from torch.autograd import DeviceType
 
     names = [event.name for event in events if event.device_type == DeviceType.CUDA]
-    # The host side: launches through CUDA's runtime API (torch) and its driver API (quadrants), where recorded.
+    # The host side: launches through CUDA's runtime API (torch) and its driver API (quadrants), where recorded, and
+    # CUDA graph replays (cudaGraphLaunch: one call for every kernel of the graph).
     launches = collections.Counter(
-        event.name for event in events if event.device_type == DeviceType.CPU and "LaunchKernel" in event.name
+        event.name
+        for event in events
+        if event.device_type == DeviceType.CPU and ("LaunchKernel" in event.name or "GraphLaunch" in event.name)
     )
     copies = [n for n in names if n.startswith(("Memcpy", "Memset"))]
     kernels = [n for n in names if not n.startswith(("Memcpy", "Memset"))]
