@@ -108,13 +108,12 @@ class Task(ABC):
     capturable: ClassVar[bool] = False
     """True when ``observe``, ``compute_rewards``, ``compute_terminated`` and ``compute_truncated`` can be captured
     once in a CUDA graph and replayed at every step (``cuda_graph=True``, with the env's bookkeeping after them): they
-    launch torch work on the task's device only (no Genesis call,
-    no random draw, no host sync, no Python decision on a tensor's values) and read only tensors that keep their
-    storage from step to step: the task writes its state into them in place (``copy_``, ``out=``, in-place
-    operations) and reads Genesis's through ``gs_gym.tasks.state_views``. A replay recomputes the outputs from what
-    those tensors hold then; one replaced instead of written would be read stale, which the env's first replays
-    check against the hooks (``gs_gym.vector.capture``). Like ``fresh_outputs`` it covers the hooks of the class that
-    sets it (``outputs_are_capturable``), ``compute_truncated`` included."""
+    launch torch work on the task's device only (no Genesis call, no random draw, no host sync, no Python decision on
+    a tensor's values) and read only tensors that keep their storage from step to step: the task writes its state into
+    them in place (``copy_``, ``out=``, in-place operations) and reads Genesis's through ``gs_gym.tasks.state_views``.
+    A replay recomputes the outputs from what those tensors hold then; one replaced instead of written would be read
+    stale, which the env's first replays check against the hooks (``gs_gym.vector.capture``). Like ``fresh_outputs``
+    it covers the hooks of the class that sets it (``outputs_are_capturable``), ``compute_truncated`` included."""
 
     scene: Any
     """The Genesis scene, set by ``build``."""

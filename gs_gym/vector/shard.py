@@ -182,11 +182,11 @@ class EnvShard:
         self._graph: CapturedStep[StepResults] | None = None
         """``spec.cuda_graph``: the graph of ``_step_results``, captured at the first step (the state is read by
         then)."""
-        on_device = self.buffers.actions.device == self.device
+        actions_elsewhere = spec.cuda_graph and self.buffers.actions.device != self.device
         self._graph_actions = (
-            self.buffers.actions if on_device else torch.zeros_like(self.buffers.actions, device=self.device)
+            torch.zeros_like(self.buffers.actions, device=self.device) if actions_elsewhere else self.buffers.actions
         )
-        """``spec.cuda_graph``: the actions the graph checks (the worker's buffer itself where it lies on the shard's
+        """``spec.cuda_graph``: the actions the graph checks (the buffer itself where it lies on the shard's
         device)."""
 
     @property
