@@ -74,6 +74,8 @@
 #   bash bench/gpu_session.sh graph-steps  # go2-walk b b-graph, --apart, 11 rounds (b-graph: read_state's torch math
 #                                          # and the three output hooks replayed from one CUDA graph, bench only)
 #   bash bench/gpu_session.sh cuda-graph  # go2-walk a b b-cudagraph c c-cudagraph (the cuda_graph option), --apart
+#   bash bench/gpu_session.sh graph-check  # tests/gpu/test_cuda_graph_gpu.py beside go2-walk's first build, then
+#                                          # cuda-graph on go2-walk only: one call of a fresh machine
 #   bash bench/gpu_session.sh worker-ab  # bench/wrapper_overhead.py in process and with one worker, the committed
 #                                        # gs_gym/ against .abold/gs_gym (the step outputs in one block: 13aeed2's)
 set -uo pipefail
@@ -345,6 +347,18 @@ cuda-graph)
         c-cudagraph --repeats "${REPEATS:-11}" --apart --merge --out "$out/cuda-graph-${card}.json" 2>&1 | quiet \
         > "$out/cuda-graph-franka.log"
     tail -n 8 "$out/cuda-graph-franka.log"
+    ;;
+graph-check)
+    # with little device time, on a fresh machine: the cuda_graph GPU tests beside go2-walk's first 4096-env build,
+    # then cuda-graph on go2-walk only (LIMIT, REPEATS as there)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
+    python3 bench/performance_mode.py --cache cold --build-only --task go2-walk --n-envs 4096 --performance-mode 0 \
+        --out "$out/warm-go2.jsonl" 2>&1 | quiet > "$out/warm-go2.log" &
+    timeout "${TESTS_LIMIT:-300}" python3 -m pytest tests/gpu/test_cuda_graph_gpu.py -q -p no:cacheprovider 2>&1 \
+        | quiet > "$out/gpu-tests-graph.log"
+    wait
+    tail -n 12 "$out/gpu-tests-graph.log"
+    FRANKA=0 bash "$0" cuda-graph
     ;;
 worker-ab)
     # the worker path's step with the committed gs_gym/ against .abold/gs_gym (an untracked copy of an older commit's,
