@@ -155,16 +155,21 @@ def test_rejected_actions_change_nothing(shared_env, num_workers):
 @pytest.mark.parametrize("num_workers", WORKERS)
 def test_non_finite_actions_act_as_zero_then_raise(shared_env, num_workers):
     """Found with the step's own wait (no sync before it): the step runs with NaN/inf as 0, then raises."""
-    env = shared_env(num_workers)
-    actions = torch.full((NUM_ENVS, 1), 0.5)
+    assert_non_finite_actions_act_as_zero_then_raise(shared_env(num_workers), envs=[1, 5])
+
+
+def assert_non_finite_actions_act_as_zero_then_raise(env, envs: list[int]) -> None:
+    """A step whose actions hold NaN in the first of ``envs`` and -inf in the second raises ``ValueError`` naming
+    them, and leaves ``env`` usable, having stepped with them as 0 (so that a step after it equals one after zeros)."""
+    actions = torch.full((env.num_envs, *env.single_action_space.shape), 0.5, device=env.main_device)
     bad, zeroed = actions.clone(), actions.clone()
-    bad[[1, 5], 0] = torch.tensor([float("nan"), -float("inf")])
-    zeroed[[1, 5], 0] = 0.0
+    bad[envs, 0] = torch.tensor([float("nan"), -float("inf")], device=env.main_device)
+    zeroed[envs, 0] = 0.0
     env.reset(seed=4)
     env.step(zeroed)
     expected = env.step(actions)
     env.reset(seed=4)
-    message = "actions: expected finite values, got NaN or inf for env(s) [1, 5] (the step ran with them as 0)"
+    message = f"actions: expected finite values, got NaN or inf for env(s) {envs} (the step ran with them as 0)"
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         env.step(bad)
     got = env.step(actions)  # usable, and the rejected step happened with zeros

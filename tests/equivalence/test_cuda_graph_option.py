@@ -5,12 +5,11 @@ SAME_STEP) are the default env's, bit for bit.
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import torch
 
 from gs_gym import GenesisVectorEnv
+from tests.conformance.test_vector_contract import assert_non_finite_actions_act_as_zero_then_raise
 
 NUM_ENVS = 6
 STEPS = 40
@@ -65,19 +64,6 @@ def test_non_finite_actions_act_as_zero_then_raise_with_the_option(num_workers):
 def check_non_finite_actions(num_workers: int, backend: str) -> None:
     env = GenesisVectorEnv(NUM_ENVS, "go2-walk", backend=backend, num_workers=num_workers, seed=0, cuda_graph=True)
     try:
-        actions = torch.full((NUM_ENVS, 12), 0.5, device=env.main_device)
-        bad, zeroed = actions.clone(), actions.clone()
-        bad[[1, 4], 3] = torch.tensor([float("nan"), float("inf")])
-        zeroed[[1, 4], 3] = 0.0
-        env.reset(seed=4)
-        env.step(zeroed)
-        expected = env.step(actions)
-        env.reset(seed=4)
-        message = "actions: expected finite values, got NaN or inf for env(s) [1, 4] (the step ran with them as 0)"
-        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
-            env.step(bad)
-        got = env.step(actions)  # usable, and the rejected step happened with zeros
-        for a, b in zip(got[:4], expected[:4], strict=True):
-            assert torch.equal(a, b)
+        assert_non_finite_actions_act_as_zero_then_raise(env, envs=[1, 4])
     finally:
         env.close()
