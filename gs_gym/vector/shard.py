@@ -355,9 +355,13 @@ class EnvShard:
         return getattr(self.task, name)
 
     def set_attr(self, name: str, value: Any) -> None:
+        """Set the task's existing attribute ``name``. Under ``cuda_graph`` the graph is captured again at the next
+        step (and its first replays checked again): the value may be a tensor the hooks read, which the graph would
+        otherwise go on reading from the replaced one."""
         if not hasattr(self.task, name):
             raise AttributeError(f"task {self.task.name!r} has no attribute {name!r} to set")
         setattr(self.task, name, value)
+        self._graph = None
 
     def set_episode_steps(self, steps: np.ndarray) -> None:
         """Overwrite ``context.episode_steps`` with ``steps`` (int64, one per env of this shard, checked by the

@@ -55,6 +55,35 @@ def test_the_option_changes_no_value_on_the_cpu(task, mode):
             assert torch.equal(got, want), f"{num_workers} workers, output {index}"
 
 
+def targets_rollout(num_workers: int, cuda_graph: bool, backend: str = "cpu") -> list[torch.Tensor]:
+    """franka-reach's rewards and observations over 6 steps, with every env's target replaced through ``set_attr``
+    after the third (a new tensor, which the graph would not read unless captured again)."""
+    env = GenesisVectorEnv(NUM_ENVS, "franka-reach", backend=backend, num_workers=num_workers, seed=0,
+                           cuda_graph=cuda_graph)  # fmt: skip
+    try:
+        env.reset(seed=2)
+        actions = torch.full((NUM_ENVS, 7), 0.25, device=env.main_device)
+        trace = []
+        for step in range(6):
+            if step == 3:
+                targets = torch.tensor([[0.5, 0.1 * i - 0.2, 0.4] for i in range(NUM_ENVS)], device=env.main_device)
+                env.set_attr("targets", targets)
+            obs, rewards, *_ = env.step(actions)
+            trace += [obs, rewards]
+        return trace
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_a_tensor_set_through_set_attr_is_read_with_the_option(num_workers):
+    """``set_attr`` makes the next step capture the graph again (on the CPU: the same values as without it)."""
+    reference = targets_rollout(0, cuda_graph=False)
+    assert not torch.equal(reference[4][:, -3:], reference[6][:, -3:])  # the observed target changed at step 3
+    for index, (got, want) in enumerate(zip(targets_rollout(num_workers, cuda_graph=True), reference, strict=True)):
+        assert torch.equal(got, want), index
+
+
 @pytest.mark.parametrize("num_workers", [0, 1])
 def test_non_finite_actions_act_as_zero_then_raise_with_the_option(num_workers):
     """The graph checks the step's actions from a buffer of its own: NaN and inf are found as without it."""

@@ -1,8 +1,8 @@
 """``cuda_graph=True`` on Genesis's CUDA backend (skipped without CUDA): the output hooks of go2-walk and franka-reach
 and the step's bookkeeping after them, replayed from a CUDA graph, give the default step's values bit for bit, in
 process and in a worker, under NEXT_STEP and SAME_STEP, with a masked reset; non-finite actions are found as without
-the graph; and a task that replaces a tensor its hooks read (breaking ``Task.capturable``'s promise) is stopped by
-the first replays' check."""
+the graph; a tensor set through ``set_attr`` is read; and a task that replaces a tensor its hooks read (breaking
+``Task.capturable``'s promise) is stopped by the first replays' check."""
 
 from __future__ import annotations
 
@@ -13,7 +13,13 @@ import torch
 
 from gs_gym import GenesisVectorEnv, TaskOutputError
 from gs_gym.tasks.go2_walk import Go2Walk
-from tests.equivalence.test_cuda_graph_option import CAPTURABLE_TASKS, NUM_ENVS, check_non_finite_actions, rollout
+from tests.equivalence.test_cuda_graph_option import (
+    CAPTURABLE_TASKS,
+    NUM_ENVS,
+    check_non_finite_actions,
+    rollout,
+    targets_rollout,
+)
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -27,6 +33,14 @@ def test_replays_give_the_hooks_values(task, mode):
         trace, _ = rollout(task, num_workers, mode, cuda_graph=True, backend="gpu")
         for index, (got, want) in enumerate(zip(trace, reference, strict=True)):
             assert torch.equal(got, want), f"{num_workers} workers, output {index}"
+
+
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_a_tensor_set_through_set_attr_is_read(num_workers):
+    """Without the graph captured again after ``set_attr``, the replays would go on reading the replaced targets."""
+    reference = targets_rollout(0, cuda_graph=False, backend="gpu")
+    for index, (got, want) in enumerate(zip(targets_rollout(num_workers, True, "gpu"), reference, strict=True)):
+        assert torch.equal(got, want), index
 
 
 @pytest.mark.parametrize("num_workers", [0, 1])
