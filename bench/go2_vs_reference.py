@@ -35,8 +35,12 @@ For each task and n_envs, one path after the other in this process (path c also 
   b-fused      path b with the task object's ``observe``, ``compute_rewards`` and ``compute_terminated`` patched into
                one ``torch.compile``d function (``fuse_task_outputs``; not a user option, not run unless asked): what
                fusing the task's math would save in a real step (``bench/fused_hooks.py`` costs the three alone)
-  b-cudagraph  path b with ``cuda_graph=True`` (go2-walk, franka-reach): the env's own capture of the three output hooks
-  c-cudagraph  path c with ``cuda_graph=True`` (neither run unless asked)
+  b-cudagraph  path b with ``cuda_graph=True`` (go2-walk, franka-reach): the env's own capture of the output hooks and
+               its bookkeeping (the default on the GPU backend for these tasks since 68c56eb's measurement)
+  c-cudagraph  path c with ``cuda_graph=True``
+  b-eager      path b with ``cuda_graph=False``: the hooks called as they are (the default before)
+  c-eager      path c with ``cuda_graph=False``
+  b'-eager     path b' with ``cuda_graph=False`` (none of these five run unless asked)
   b-graph      path b on go2-walk with the torch math of ``read_state``, ``observe``, ``compute_rewards`` and
                ``compute_terminated`` captured once in a CUDA graph and replayed each step (``capture_task_outputs``;
                bench only, not run unless asked): what a task written for capture (state in fixed tensors) would
@@ -139,6 +143,9 @@ PATH_LABELS = {
     "b-graph": "in-process, read_state's math and observe/rewards/terminated replayed from one CUDA graph (bench only)",
     "b-cudagraph": "in-process, cuda_graph=True (observe/rewards/terminated replayed from one CUDA graph)",
     "c-cudagraph": "1 worker, cuda_graph=True",
+    "b-eager": "in-process, cuda_graph=False (the task's hooks called as they are)",
+    "b'-eager": "in-process, no episode ends, cuda_graph=False",
+    "c-eager": "1 worker, cuda_graph=False",
 }
 PATH_ALIASES = {"b-noends": "b'", "bp": "b'"}
 TASK_PATHS = {
@@ -151,7 +158,7 @@ NO_EPISODE_ENDS = {
     "franka-reach": {"max_episode_steps": 10**9, "terminate_on_success": False},
 }
 """task_kwargs of the paths in ``NO_ENDS_PATHS``: nothing terminates and nothing is truncated."""
-NO_ENDS_PATHS = ("b'", "b'-nochecks", "b'-nowait")
+NO_ENDS_PATHS = ("b'", "b'-nochecks", "b'-nowait", "b'-eager")
 VECTOR_ENV_OPTIONS: dict[str, dict[str, Any]] = {
     "b": {"num_workers": 0},
     "b-nochecks": {"num_workers": 0, "check_actions": False, "check_observations": False},
@@ -169,10 +176,13 @@ VECTOR_ENV_OPTIONS: dict[str, dict[str, Any]] = {
     "b'": {"num_workers": 0},
     "b'-nochecks": {"num_workers": 0, "check_actions": False, "check_observations": False},
     "b'-nowait": {"num_workers": 0},
-    "b-fused": {"num_workers": 0},
-    "b-graph": {"num_workers": 0},
+    "b-fused": {"num_workers": 0, "cuda_graph": False},  # these two patch the task's hooks themselves
+    "b-graph": {"num_workers": 0, "cuda_graph": False},
     "b-cudagraph": {"num_workers": 0, "cuda_graph": True},
     "c-cudagraph": {"num_workers": 1, "cuda_graph": True},
+    "b-eager": {"num_workers": 0, "cuda_graph": False},
+    "b'-eager": {"num_workers": 0, "cuda_graph": False},
+    "c-eager": {"num_workers": 1, "cuda_graph": False},
 }
 RATIOS = {
     "in_process_vs_reference": ("b", "a"),

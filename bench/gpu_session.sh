@@ -73,7 +73,7 @@
 # Session 22 (the task's math from a CUDA graph):
 #   bash bench/gpu_session.sh graph-steps  # go2-walk b b-graph, --apart, 11 rounds (b-graph: read_state's torch math
 #                                          # and the three output hooks replayed from one CUDA graph, bench only)
-#   bash bench/gpu_session.sh cuda-graph  # go2-walk a b b-cudagraph c c-cudagraph (the cuda_graph option), --apart
+#   bash bench/gpu_session.sh cuda-graph  # go2-walk a b-eager b c-eager c (the cuda_graph option, off and on), --apart
 #   bash bench/gpu_session.sh graph-check  # tests/gpu/test_cuda_graph_gpu.py beside go2-walk's first build, then
 #                                          # cuda-graph on go2-walk only: one call of a fresh machine
 #   bash bench/gpu_session.sh worker-ab  # bench/wrapper_overhead.py in process and with one worker, the committed
@@ -337,14 +337,15 @@ fresh-ab)
     done
     ;;
 cuda-graph)
-    # cuda_graph=True timed: go2-walk a b b-cudagraph c c-cudagraph, then franka-reach b b-cudagraph c c-cudagraph,
-    # --apart; fits one call (FRANKA=0 leaves franka-reach out)
-    timeout "${LIMIT:-330}" python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b b-cudagraph c c-cudagraph \
+    # the cuda_graph option timed (on by default for these tasks since 68c56eb's run of b b-cudagraph c c-cudagraph):
+    # go2-walk a b-eager b c-eager c, then franka-reach b-eager b c-eager c, --apart; fits one call (FRANKA=0 leaves
+    # franka-reach out)
+    timeout "${LIMIT:-330}" python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b-eager b c-eager c \
         --repeats "${REPEATS:-11}" --apart --out "$out/cuda-graph-${card}.json" 2>&1 | quiet > "$out/cuda-graph.log"
     tail -n 9 "$out/cuda-graph.log"
     [ "${FRANKA:-1}" = 1 ] || exit 0
-    timeout "${FRANKA_LIMIT:-220}" python3 bench/go2_vs_reference.py --tasks franka-reach --paths b b-cudagraph c \
-        c-cudagraph --repeats "${REPEATS:-11}" --apart --merge --out "$out/cuda-graph-${card}.json" 2>&1 | quiet \
+    timeout "${FRANKA_LIMIT:-220}" python3 bench/go2_vs_reference.py --tasks franka-reach --paths b-eager b c-eager \
+        c --repeats "${REPEATS:-11}" --apart --merge --out "$out/cuda-graph-${card}.json" 2>&1 | quiet \
         > "$out/cuda-graph-franka.log"
     tail -n 8 "$out/cuda-graph-franka.log"
     ;;

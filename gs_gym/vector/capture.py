@@ -72,7 +72,8 @@ class CapturedStep(Generic[R]):
         except RuntimeError as error:
             raise TaskOutputError(
                 f"task {task_name!r} declares capturable output hooks (Task.capturable), but capturing observe, "
-                f"compute_rewards, compute_terminated and compute_truncated in a CUDA graph failed: {error}"
+                f"compute_rewards, compute_terminated and compute_truncated in a CUDA graph failed (cuda_graph=False "
+                f"runs them as they are): {error}"
             ) from error
         return cls(task_name, function, hooks, graph, captured)
 
@@ -104,7 +105,9 @@ def capture_graph(function: Callable[[], T]) -> tuple[torch.cuda.CUDAGraph, T]:
     """``function``'s CUDA work as one graph (after ``warm_up``), and what it returned during the capture: the
     tensors each ``graph.replay()`` writes again."""
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    # thread_local: CUDA calls of the caller's other threads (an in-process env inside a training program) neither
+    # break the capture nor are refused during it
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
         captured = function()
     return graph, captured
 

@@ -55,6 +55,16 @@ def test_the_option_changes_no_value_on_the_cpu(task, mode):
             assert torch.equal(got, want), f"{num_workers} workers, output {index}"
 
 
+def test_the_option_is_off_by_default_on_the_cpu():
+    """``cuda_graph=None`` (the default) turns the graph on for capturable tasks on the GPU backend only
+    (``tests/gpu/test_cuda_graph_gpu.py``)."""
+    env = GenesisVectorEnv(NUM_ENVS, "go2-walk", backend="cpu", num_workers=0)
+    try:
+        assert env.options.cuda_graph is False
+    finally:
+        env.close()
+
+
 def targets_rollout(num_workers: int, cuda_graph: bool, backend: str = "cpu") -> list[torch.Tensor]:
     """franka-reach's rewards and observations over 6 steps, with every env's target replaced through ``set_attr``
     after the third (a new tensor, which the graph would not read unless captured again)."""

@@ -35,6 +35,15 @@ def test_replays_give_the_hooks_values(task, mode):
             assert torch.equal(got, want), f"{num_workers} workers, output {index}"
 
 
+@pytest.mark.parametrize(("task", "on"), [("go2-walk", True), ("franka-reach", True), ("cartpole", False)])
+def test_the_graph_is_on_by_default_for_capturable_tasks(task, on):
+    env = GenesisVectorEnv(NUM_ENVS, task, backend="gpu", num_workers=0)
+    try:
+        assert env.options.cuda_graph is on
+    finally:
+        env.close()
+
+
 @pytest.mark.parametrize("num_workers", [0, 1])
 def test_a_tensor_set_through_set_attr_is_read(num_workers):
     """Without the graph captured again after ``set_attr``, the replays would go on reading the replaced targets."""
