@@ -154,7 +154,8 @@ class EnvOptions:
     go2-walk's take 39 (host-bound GPU steps pay 10-20 us of host time per launch). Only for tasks that declare
     ``Task.capturable`` (go2-walk, franka-reach); the first replays are checked against the hooks. On the CPU backend
     the same code runs as it is. None (the default) means on for capturable tasks on the GPU backend, where it made
-    go2-walk's step 1.13x (in process) and 1.21x (one worker) faster on an H100, franka-reach's 1.18x and 1.17x."""
+    go2-walk's step 1.12x (in process) and 1.20x (one worker) faster on an H100, franka-reach's 1.12x and 1.15x
+    (paired, one run: ``bench/results/README.md``)."""
     performance_mode: bool
     """Genesis ``performance_mode``. Off by default: on the H200 it stepped 1.16x (go2-walk) and 1.26x (cartpole)
     faster at 4096 envs, but compiles again for every new shard size (1-2 min) and adds 10-18 s to every build."""
