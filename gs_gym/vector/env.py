@@ -113,7 +113,9 @@ class GenesisVectorEnv(VectorEnv):
 
     @property
     def local_task(self) -> Task:
-        """The task object itself, for inspection and tests; only with ``num_workers=0`` (else it is in a worker)."""
+        """The task object itself, for inspection and tests; only with ``num_workers=0`` (else it is in a worker).
+        Under ``cuda_graph`` (the default for capturable tasks on GPUs) write into its tensors rather than assign new
+        ones, or assign through ``set_attr``, which captures the graph again: the replays read the old tensors."""
         pool = self._open_pool()
         shard = pool.local_shard if pool is not None else None
         if shard is None:
