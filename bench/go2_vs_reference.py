@@ -141,7 +141,7 @@ PATH_LABELS = {
     "d+idle": "raw task hooks, then a step of path idle's env",
     "b-fused": "in-process, observe/rewards/terminated as one torch.compile'd function (bench only)",
     "b-graph": "in-process, read_state's math and observe/rewards/terminated replayed from one CUDA graph (bench only)",
-    "b-cudagraph": "in-process, cuda_graph=True (observe/rewards/terminated replayed from one CUDA graph)",
+    "b-cudagraph": "in-process, cuda_graph=True (the output hooks and the bookkeeping replayed from one CUDA graph)",
     "c-cudagraph": "1 worker, cuda_graph=True",
     "b-eager": "in-process, cuda_graph=False (the task's hooks called as they are)",
     "b'-eager": "in-process, no episode ends, cuda_graph=False",

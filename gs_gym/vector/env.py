@@ -275,7 +275,7 @@ class GenesisVectorEnv(VectorEnv):
 
     def set_attr(self, name: str, values: Any, workers: Sequence[int] | None = None) -> None:
         """Set the existing task attribute ``name`` in every worker (or in ``workers``): one value for all, or a
-        list/tuple of one value per worker. With ``cuda_graph=True`` the next step captures the graph again, so that a
+        list/tuple of one value per worker. With ``cuda_graph`` on the next step captures the graph again, so that a
         tensor set here is read by it (a task method run through ``call`` that replaces a tensor the hooks read
         breaks ``Task.capturable``'s promise: write into it instead)."""
         indices = self._shards.indices(workers)
