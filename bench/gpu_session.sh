@@ -58,8 +58,9 @@
 #                                              # builds), then pytest tests/gpu in what is left of one call
 # Session 20 (the wait costs nothing measurable; is the wrapper's cost beside a real step what it is alone?):
 #   bash bench/gpu_session.sh additive  # go2-walk d b' idle d+idle, --apart, 21 rounds, then the same for franka-reach
-#   bash bench/gpu_session.sh table-apart  # issue 14's table in one call on a fresh machine: go2-walk a b c d b' (15
-#                                          # rounds) and franka-reach b c d b' (11), --apart, into one JSON per card
+#   bash bench/gpu_session.sh table-apart  # issue 14's table in one call on a fresh machine: go2-walk a b c d b'
+#                                          # b'-eager (REPEATS, 11) and franka-reach b c d b' b'-eager (11), --apart,
+#                                          # into one JSON per card
 #   bash bench/gpu_session.sh video     # go2-walk PPO with --capture-video, play.py's evaluation and video (needs
 #                                       # imageio, imageio-ffmpeg and pillow on PYTHONPATH: the video extra)
 # Session 21 (d+idle costs what b' does: the wrapper costs beside a real step what any such host work costs there):
@@ -83,7 +84,7 @@ out=${OUT:-gpu-out}; mkdir -p "$out"
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 | grep -o "H[0-9]00" | tr H h)
 card=${card:-gpu}  # results are named after the card they ran on (h100, h200)
 phase=${1:?phase: warm, measure, profile, spin, tests, train, warm-v2, go2, franka or first-step}; shift
-quiet() { grep -v "frontend_ir\|Graphical python\|^\[Quadrants\]"; }
+quiet() { grep --line-buffered -v "frontend_ir\|Graphical python\|^\[Quadrants\]"; }
 
 mps_start() {
     command -v nvidia-cuda-mps-control >/dev/null || { echo "MPS: nvidia-cuda-mps-control not found"; return 1; }
@@ -415,12 +416,15 @@ decompose-tests)
     ;;
 table-apart)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
-    timeout 330 python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" --repeats 15 --apart \
+    # b' replays the CUDA graph by default while d calls the hooks eagerly: b'-eager (cuda_graph=False) beside it
+    timeout 330 python3 bench/go2_vs_reference.py --tasks go2-walk --paths a b c d "b'" "b'-eager" \
+        --repeats "${REPEATS:-11}" --apart \
         --out "$out/go2-vs-reference-${card}.json" 2>&1 | quiet > "$out/go2-vs-reference.log"
-    tail -n 9 "$out/go2-vs-reference.log"
-    timeout 220 python3 bench/go2_vs_reference.py --tasks franka-reach --paths b c d "b'" --repeats 11 --apart --merge \
+    tail -n 10 "$out/go2-vs-reference.log"
+    timeout 220 python3 bench/go2_vs_reference.py --tasks franka-reach --paths b c d "b'" "b'-eager" --repeats 11 \
+        --apart --merge \
         --out "$out/go2-vs-reference-${card}.json" 2>&1 | quiet > "$out/franka-vs-raw.log"
-    tail -n 8 "$out/franka-vs-raw.log"
+    tail -n 9 "$out/franka-vs-raw.log"
     ;;
 additive)
     # d+idle - d against idle: the wrapper's own cost (a task of no scene) beside a real step and alone; b' - d for
@@ -502,7 +506,12 @@ first-step)
         | quiet | tail -20
     ;;
 tests)
-    python3 -m pytest tests/gpu -q -p no:cacheprovider 2>&1 | quiet | tee "$out/gpu-tests.log" | tail -25
+    # every file of tests/gpu, the CUDA graph's first (its first build compiles go2-walk's and franka-reach's kernels
+    # for the rest); one line per test as it ends, so that a call cut short still says what passed
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
+    timeout "${TESTS_LIMIT:-570}" python3 -m pytest tests/gpu/test_cuda_graph_gpu.py \
+        $(ls tests/gpu/test_*.py | grep -v test_cuda_graph_gpu) -v -p no:cacheprovider --durations=8 2>&1 | quiet \
+        | tee "$out/gpu-tests.log" | grep --line-buffered -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed|^E " | tail -45
     ;;
 train)
     python3 examples/train_ppo.py --task go2-walk --out-dir "$out/go2-walk" "$@" 2>&1 | quiet | tee "$out/train.log" \
