@@ -79,6 +79,9 @@
 #                                          # cuda-graph on go2-walk only: one call of a fresh machine
 #   bash bench/gpu_session.sh worker-ab  # bench/wrapper_overhead.py in process and with one worker, the committed
 #                                        # gs_gym/ against .abold/gs_gym (the step outputs in one block: 13aeed2's)
+# Session 24:
+#   bash bench/gpu_session.sh confirm  # on a fresh machine: the GPU tests not yet run on the graph's default (the
+#                                      # replaced-tensor test, SAME_STEP, state views), then table-apart
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 | grep -o "H[0-9]00" | tr H h)
@@ -361,6 +364,17 @@ graph-check)
     wait
     tail -n 12 "$out/gpu-tests-graph.log"
     FRANKA=0 bash "$0" cuda-graph
+    ;;
+confirm)
+    # one call of a fresh machine: the GPU tests that did not run on af2ebaf's code (the replaced-tensor test as mended
+    # in 0973a15, SAME_STEP, the state views; their first builds compile the kernels the table reuses at 4096 envs),
+    # then table-apart
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
+    timeout "${TESTS_LIMIT:-300}" python3 -m pytest \
+        tests/gpu/test_cuda_graph_gpu.py::test_a_replaced_tensor_is_caught_by_the_first_replays \
+        tests/gpu/test_same_step_gpu.py tests/gpu/test_state_views_gpu.py -v --tb=short -p no:cacheprovider 2>&1 \
+        | quiet | tee "$out/gpu-tests-confirm.log" | grep --line-buffered -E "PASSED|FAILED|ERROR|passed|failed|^E "
+    bash "$0" table-apart
     ;;
 worker-ab)
     # the worker path's step with the committed gs_gym/ against .abold/gs_gym (an untracked copy of an older commit's,
