@@ -190,6 +190,8 @@ RATIOS = {
     "no_ends_vs_raw": ("b'", "d"),
     "no_ends_eager_vs_raw": ("b'-eager", "d"),  # d calls the hooks eagerly, as b' did before the CUDA graph
 }
+ISSUE_RATIOS = ("in_process_vs_reference", "default_vs_in_process", "no_ends_vs_raw")
+"""The ratios issue 14 asks for: printed always, "-" when a path is missing (the others only when measured)."""
 
 
 # -- the device ------------------------------------------------------------------------------------------------
@@ -973,16 +975,10 @@ def format_table(task: str, n_envs: int, entry: dict[str, Any]) -> str:
         if "hook_host_us_per_step" in row:
             hooks = ", ".join(f"{hook} {us:.0f}" for hook, us in row["hook_host_us_per_step"].items())
             lines.append(f"hooks of {name}, host us/step: {hooks} (total {row['hooks_total_host_us_per_step']:.0f})")
-    names = {
-        "in_process_vs_reference": "b/a",
-        "default_vs_in_process": "c/b",
-        "no_ends_vs_raw": "b'/d",
-        "no_ends_eager_vs_raw": "b'-eager/d",
-    }
 
-    def listed(values: dict[str, float | None]) -> str:  # the issue's three ratios always, b'-eager/d when measured
-        shown = [k for k in names if k in values and (values[k] is not None or k != "no_ends_eager_vs_raw")]
-        return ", ".join(f"{names[k]} = {cell(values[k], '.3f')}" for k in shown)
+    def listed(values: dict[str, float | None]) -> str:
+        shown = [key for key in RATIOS if key in values and (values[key] is not None or key in ISSUE_RATIOS)]
+        return ", ".join(f"{'/'.join(RATIOS[key])} = {cell(values[key], '.3f')}" for key in shown)
 
     lines.append("ratios: " + listed(entry["ratios"]))
     lines.append("paired (median of per-round ratios): " + listed(entry.get("paired_ratios", {})))
