@@ -48,8 +48,9 @@ IMPORTING_GENESIS = "importing genesis"
 """Build stage: importing Genesis and ``gs.init`` (seconds)."""
 BUILDING_SCENE = "building scene"
 """Build stage: the task builds its scene; a first build compiles Genesis kernels (minutes), later ones load them."""
-_STEP_OUTPUTS = {"observations", "rewards", "terminated", "truncated"}
-"""The buffers every step and reset writes together (``ShardBuffers.step_outputs``)."""
+_STEP_OUTPUT_ORDER = ("observations", "rewards", "terminated", "truncated")
+"""The buffers every step and reset writes together, in ``ShardBuffers.step_outputs``'s order."""
+_STEP_OUTPUTS = set(_STEP_OUTPUT_ORDER)
 
 
 def kernel_cache_notice() -> str:
@@ -422,7 +423,7 @@ class EnvShard:
         if self.spec.outputs_by_reference:
             if replayed and outputs.keys() == _STEP_OUTPUTS:
                 copies = buffers.copy_step_outputs(**outputs)
-                outputs = dict(zip(("observations", "rewards", "terminated", "truncated"), copies, strict=True))
+                outputs = dict(zip(_STEP_OUTPUT_ORDER, copies, strict=True))
             elif replayed:
                 outputs = {name: value.clone() for name, value in outputs.items()}
             for name, value in outputs.items():
