@@ -82,6 +82,9 @@
 # Session 24:
 #   bash bench/gpu_session.sh confirm  # on a fresh machine: the GPU tests not yet run on the graph's default (the
 #                                      # replaced-tensor test, SAME_STEP, state views), then table-apart
+# Session 25 (c/b at the 0.9 line: is the worker path's fixed cost the GPU switching between two contexts?):
+#   bash bench/gpu_session.sh wrapper-mps  # bench/wrapper_overhead.py in process and with one worker (no Genesis
+#                                          # scene, no compilation), without CUDA MPS, with it, without it again
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 | grep -o "H[0-9]00" | tr H h)
@@ -488,6 +491,15 @@ graph-steps)
     timeout "${LIMIT:-280}" python3 bench/go2_vs_reference.py --tasks go2-walk --paths b b-graph \
         --repeats "${REPEATS:-11}" --apart --out "$out/graph-steps-${card}.json" 2>&1 | quiet > "$out/graph-steps.log"
     tail -n 7 "$out/graph-steps.log"
+    ;;
+wrapper-mps)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
+    for side in off on off2; do
+        if [ "$side" = on ]; then mps_start || continue; fi
+        python3 bench/wrapper_overhead.py --backend gpu --variants "in process" "1 worker" "1 worker, checks off" \
+            --out "$out/wrapper-mps-${side}-${card}.json" 2>&1 | quiet | tail -n 5 | sed "s/^/MPS $side: /"
+        if [ "$side" = on ]; then mps_stop; fi
+    done
     ;;
 wrapper)
     python3 bench/wrapper_overhead.py --backend gpu --out "$out/wrapper-overhead-${card}.json" 2>&1 | quiet \
