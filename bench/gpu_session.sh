@@ -85,6 +85,8 @@
 # Session 25 (c/b at the 0.9 line: is the worker path's fixed cost the GPU switching between two contexts?):
 #   bash bench/gpu_session.sh wrapper-mps  # bench/wrapper_overhead.py in process and with one worker (no Genesis
 #                                          # scene, no compilation), without CUDA MPS, with it, without it again
+# Session 26 (does MPS take the default worker path to in process on the current code?):
+#   bash bench/gpu_session.sh mps-go2  # go2-walk b and c, --apart, without CUDA MPS then with it (~5 min cold)
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 | grep -o "H[0-9]00" | tr H h)
@@ -498,6 +500,17 @@ wrapper-mps)
         if [ "$side" = on ]; then mps_start || continue; fi
         python3 bench/wrapper_overhead.py --backend gpu --variants "in process" "1 worker" "1 worker, checks off" \
             --out "$out/wrapper-mps-${side}-${card}.json" 2>&1 | quiet | tail -n 5 | sed "s/^/MPS $side: /"
+        if [ "$side" = on ]; then mps_stop; fi
+    done
+    ;;
+mps-go2)
+    # c/b with and without CUDA MPS, each side paired within its rounds; the first side pays go2-walk's first build
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
+    for side in off on; do
+        if [ "$side" = on ]; then mps_start || continue; fi
+        timeout 280 python3 bench/go2_vs_reference.py --tasks go2-walk --paths b c --repeats "${REPEATS:-9}" --apart \
+            --out "$out/go2-mps-${side}-${card}.json" 2>&1 | quiet > "$out/go2-mps-${side}.log"
+        tail -n 6 "$out/go2-mps-${side}.log" | sed "s/^/MPS $side: /"
         if [ "$side" = on ]; then mps_stop; fi
     done
     ;;

@@ -267,7 +267,12 @@ class EnvOptions:
             )
         if cuda_graph is None:
             cuda_graph = backend == "gpu" and task_class.outputs_are_capturable()
-        elif as_bool("cuda_graph", cuda_graph) and not task_class.outputs_are_capturable():
+        elif not isinstance(cuda_graph, bool):
+            raise TypeError(
+                f"cuda_graph: expected True, False or None (on for tasks declaring Task.capturable on the GPU "
+                f"backend), got {cuda_graph!r}"
+            )
+        elif cuda_graph and not task_class.outputs_are_capturable():
             raise ValueError(
                 f"cuda_graph: task {task_class.name!r} does not declare its output hooks capturable "
                 f"(Task.capturable; go2-walk and franka-reach do), got cuda_graph=True"

@@ -62,7 +62,8 @@ from gs_gym.tasks.cartpole import CartPole
         (
             {"num_envs": 4, "backend": "cpu", "task": "go2-walk", "cuda_graph": 1},
             TypeError,
-            "cuda_graph: expected True or False, got 1",
+            "cuda_graph: expected True, False or None (on for tasks declaring Task.capturable on the GPU backend), "
+            "got 1",
         ),
         (
             {"num_envs": 4, "backend": "cpu", "devices": [0]},
