@@ -87,6 +87,8 @@
 #                                          # scene, no compilation), without CUDA MPS, with it, without it again
 # Session 26 (does MPS take the default worker path to in process on the current code?):
 #   bash bench/gpu_session.sh mps-go2  # go2-walk b and c, --apart, without CUDA MPS then with it (~5 min cold)
+#   bash bench/gpu_session.sh host-speed  # bench/host_speed.py: Python and kernel launches' host time in this process
+#                                         # and in spawned children (is a worker's host slower?), ~1 min
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 | grep -o "H[0-9]00" | tr H h)
@@ -513,6 +515,9 @@ mps-go2)
         tail -n 6 "$out/go2-mps-${side}.log" | sed "s/^/MPS $side: /"
         if [ "$side" = on ]; then mps_stop; fi
     done
+    ;;
+host-speed)
+    python3 bench/host_speed.py --out "$out/host-speed-${card}.json" 2>&1 | tail -n 6
     ;;
 wrapper)
     python3 bench/wrapper_overhead.py --backend gpu --out "$out/wrapper-overhead-${card}.json" 2>&1 | quiet \
