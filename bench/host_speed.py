@@ -27,6 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from gs_gym.transport.devices import cuda_uuid
+from gs_gym.transport.launch import applied_environment
 
 
 def python_loop(iterations: int) -> float:
@@ -69,20 +70,12 @@ def _child(conn: Connection, iterations: int, count: int) -> None:
 
 class Child:
     def __init__(self, environment: dict[str, str], iterations: int, count: int) -> None:
-        saved = {key: os.environ.get(key) for key in environment}
-        os.environ.update(environment)
-        try:
+        with applied_environment(environment):
             self.conn, child_conn = mp.get_context("spawn").Pipe()
             self.process = mp.get_context("spawn").Process(
                 target=_child, args=(child_conn, iterations, count), daemon=True
             )
             self.process.start()
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
 
     def measure(self, spin: bool) -> dict[str, float]:
         self.conn.send(True)
