@@ -41,6 +41,13 @@ def as_bool(name: str, value: Any) -> bool:
     raise TypeError(f"{name}: expected True or False, got {value!r}")
 
 
+def as_optional_bool(name: str, value: Any, none_means: str) -> bool | None:
+    """``value`` when it is True, False or None, else a TypeError naming it and what None means."""
+    if value is None or isinstance(value, bool):
+        return value
+    raise TypeError(f"{name}: expected True, False or None ({none_means}), got {value!r}")
+
+
 LONGEST_WAIT = 1e6
 """Seconds: the longest timeout accepted. The OS waits under the pool's take at most 2**31 - 1 ms (about 24.8 days)
 and raise ``OverflowError`` beyond, so larger values are refused up front, not half-way through a command."""
@@ -265,20 +272,17 @@ class EnvOptions:
                 f"final_obs: False is meaningful only with autoreset_mode='same_step' (the other modes report no "
                 f"final observations), got autoreset_mode={mode.name.lower()!r}"
             )
+        cuda_graph = as_optional_bool(
+            "cuda_graph", cuda_graph, "on for tasks declaring Task.capturable on the GPU backend"
+        )
         if cuda_graph is None:
             cuda_graph = backend == "gpu" and task_class.outputs_are_capturable()
-        elif not isinstance(cuda_graph, bool):
-            raise TypeError(
-                f"cuda_graph: expected True, False or None (on for tasks declaring Task.capturable on the GPU "
-                f"backend), got {cuda_graph!r}"
-            )
         elif cuda_graph and not task_class.outputs_are_capturable():
             raise ValueError(
                 f"cuda_graph: task {task_class.name!r} does not declare its output hooks capturable "
                 f"(Task.capturable; go2-walk and franka-reach do), got cuda_graph=True"
             )
-        if verbose is not None and not isinstance(verbose, bool):
-            raise TypeError(f"verbose: expected True, False or None (when stderr is a terminal), got {verbose!r}")
+        verbose = as_optional_bool("verbose", verbose, "when stderr is a terminal")
         if spin_wait_us is None:
             spin_wait_us = default_spin_wait_us(backend == "gpu", num_workers)
         valid_spin = isinstance(spin_wait_us, numbers.Real) and not isinstance(spin_wait_us, bool)
