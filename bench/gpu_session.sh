@@ -120,6 +120,16 @@ mps_stop() {
     unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
     sleep 1
 }
+mps_sides() {
+    # mps_sides "off on off2" FUNCTION: FUNCTION SIDE for each side in turn, with CUDA MPS running for side "on"
+    # only (skipped where MPS cannot start)
+    local side
+    for side in $1; do
+        if [ "$side" = on ]; then mps_start || continue; fi
+        "$2" "$side"
+        if [ "$side" = on ]; then mps_stop; fi
+    done
+}
 
 case "$phase" in
 warm)
@@ -498,23 +508,21 @@ graph-steps)
     ;;
 wrapper-mps)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
-    for side in off on off2; do
-        if [ "$side" = on ]; then mps_start || continue; fi
+    wrapper_side() {
         python3 bench/wrapper_overhead.py --backend gpu --variants "in process" "1 worker" "1 worker, checks off" \
-            --out "$out/wrapper-mps-${side}-${card}.json" 2>&1 | quiet | tail -n 5 | sed "s/^/MPS $side: /"
-        if [ "$side" = on ]; then mps_stop; fi
-    done
+            --out "$out/wrapper-mps-$1-${card}.json" 2>&1 | quiet | tail -n 5 | sed "s/^/MPS $1: /"
+    }
+    mps_sides "off on off2" wrapper_side
     ;;
 mps-go2)
     # c/b with and without CUDA MPS, each side paired within its rounds; the first side pays go2-walk's first build
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt"
-    for side in off on; do
-        if [ "$side" = on ]; then mps_start || continue; fi
+    go2_side() {
         timeout 280 python3 bench/go2_vs_reference.py --tasks go2-walk --paths b c --repeats "${REPEATS:-9}" --apart \
-            --out "$out/go2-mps-${side}-${card}.json" 2>&1 | quiet > "$out/go2-mps-${side}.log"
-        tail -n 6 "$out/go2-mps-${side}.log" | sed "s/^/MPS $side: /"
-        if [ "$side" = on ]; then mps_stop; fi
-    done
+            --out "$out/go2-mps-$1-${card}.json" 2>&1 | quiet > "$out/go2-mps-$1.log"
+        tail -n 6 "$out/go2-mps-$1.log" | sed "s/^/MPS $1: /"
+    }
+    mps_sides "off on" go2_side
     ;;
 host-speed)
     python3 bench/host_speed.py --out "$out/host-speed-${card}.json" 2>&1 | tail -n 6

@@ -69,12 +69,13 @@ def _child(conn: Connection, iterations: int, count: int) -> None:
 
 
 class Child:
+    """A spawned process, started with ``environment`` applied, that runs ``measure`` each time it is asked."""
+
     def __init__(self, environment: dict[str, str], iterations: int, count: int) -> None:
+        ctx = mp.get_context("spawn")
         with applied_environment(environment):
-            self.conn, child_conn = mp.get_context("spawn").Pipe()
-            self.process = mp.get_context("spawn").Process(
-                target=_child, args=(child_conn, iterations, count), daemon=True
-            )
+            self.conn, child_conn = ctx.Pipe()
+            self.process = ctx.Process(target=_child, args=(child_conn, iterations, count), daemon=True)
             self.process.start()
 
     def measure(self, spin: bool) -> dict[str, float]:
@@ -98,18 +99,19 @@ def main() -> None:
     args = parser.parse_args()
     worker_env = {"CUDA_VISIBLE_DEVICES": f"GPU-{cuda_uuid(0)}", "QD_VISIBLE_DEVICE": "0"}
     measure(args.iterations, args.launches)
+    worker_like, plain = (Child(env, args.iterations, args.launches) for env in (worker_env, {}))
     children = {
-        "worker env": (Child(worker_env, args.iterations, args.launches), False),
-        "plain child": (Child({}, args.iterations, args.launches), False),
+        "worker env": (worker_like, False),
+        "plain child": (plain, False),
+        "worker env, parent spins": (worker_like, True),
     }
-    children["worker env, parent spins"] = (children["worker env"][0], True)
     rows: dict[str, list[dict[str, float]]] = {"this process": [], **{name: [] for name in children}}
     for _ in range(args.repeats):
         rows["this process"].append(measure(args.iterations, args.launches))
         for name, (child, spin) in children.items():
             rows[name].append(child.measure(spin))
-    for child, _ in list(children.values())[:2]:
-        child.close()
+    worker_like.close()
+    plain.close()
     table = {
         name: {key: statistics.median(r[key] for r in results) for key in ("python_us", "launch_us")}
         for name, results in rows.items()
