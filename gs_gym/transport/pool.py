@@ -32,7 +32,7 @@ from gs_gym.transport.interface import Collected
 from gs_gym.transport.launch import start_process
 from gs_gym.transport.output import OutputPump
 from gs_gym.transport.progress import BuildProgress, ProgressFactory
-from gs_gym.transport.protocol import Command, Err, ErrorKind, Ok, Request, Status
+from gs_gym.transport.protocol import Command, Err, ErrorKind, Ok, Request, Status, send_message
 from gs_gym.transport.spinning import spin_until_readable
 from gs_gym.transport.worker import ServedShard, WorkerSpec, worker_main
 
@@ -109,7 +109,7 @@ class _Worker:
     def send(self, command: Command, args: tuple[Any, ...]) -> int:
         self.last_command = command
         self.seq += 1
-        self.conn.send(Request(command, self.seq, args))
+        send_message(self.conn, Request(command, self.seq, args))
         return self.seq
 
     def crashed(self, during: str) -> WorkerCrashedError:
@@ -339,12 +339,14 @@ class WorkerPool:
             for worker in pending.values():
                 waitables[worker.conn] = worker
                 waitables[worker.process.sentinel] = worker
+            ready: list[Any] = []
             if self._spin_wait and (remaining is None or remaining > self._spin_wait):
-                spin_until_readable([worker.conn for worker in pending.values()], self._spin_wait)
+                ready = spin_until_readable([worker.conn for worker in pending.values()], self._spin_wait)
             wake = remaining
             if tick_every is not None and (remaining is None or remaining > tick_every):
                 wake = tick_every  # wakes before the deadline to tick the display
-            ready = wait(list(waitables), wake)
+            if not ready:  # a pipe found readable by the spin needs no second look
+                ready = wait(list(waitables), wake)
             if display is not None:
                 display.tick()
             if not ready and wake == remaining:  # timed out (not merely woken to tick)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import pickle
 import traceback
+from multiprocessing.connection import Connection
 from typing import Any
 
 
@@ -41,6 +43,11 @@ class Request:
     seq: int
     args: tuple[Any, ...] = ()
 
+    @property
+    def plain(self) -> bool:
+        """Nothing in it needs multiprocessing's pickler (``send_message``): no arguments (STEP, CLOSE)."""
+        return not self.args
+
 
 @dataclasses.dataclass(frozen=True)
 class Ok:
@@ -48,6 +55,11 @@ class Ok:
     value: Any = None
     seconds: float = 0.0
     """Time the worker spent executing the command (what the parent's wait adds on top is transport)."""
+
+    @property
+    def plain(self) -> bool:
+        """Nothing in it needs multiprocessing's pickler (``send_message``): no value (STEP, RESET, CLOSE)."""
+        return self.value is None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +69,8 @@ class Err:
     error_type: str
     message: str
     traceback: str
+    plain = True
+    """Strings and numbers only (``send_message``)."""
 
     @classmethod
     def from_exception(cls, seq: int, kind: ErrorKind, error: BaseException) -> Err:
@@ -71,6 +85,18 @@ class Status:
     the parent's progress display shows it. Not a reply: it answers no request and carries no ``seq``."""
 
     stage: str
+    plain = True
+    """Strings only (``send_message``)."""
 
 
 Reply = Ok | Err
+
+
+def send_message(conn: Connection, message: Request | Reply | Status) -> None:
+    """Send ``message`` as ``conn.send`` would (``conn.recv`` reads both the same), with the standard pickler when
+    it is ``plain``: ``conn.send``'s pickler, which shares tensors and file descriptors by reference, copies its table
+    of reducers for every message, twice the cost of a step's request or reply (~5 us each on a CPU core)."""
+    if message.plain:
+        conn.send_bytes(pickle.dumps(message, pickle.HIGHEST_PROTOCOL))
+    else:
+        conn.send(message)

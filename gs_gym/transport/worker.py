@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from gs_gym.transport.output import redirect_output
 from gs_gym.transport.progress import READY
-from gs_gym.transport.protocol import Command, Err, ErrorKind, Ok, Request, Status
+from gs_gym.transport.protocol import Command, Err, ErrorKind, Ok, Request, Status, send_message
 from gs_gym.transport.spinning import spin_until_readable
 
 _PR_SET_PDEATHSIG = 1
@@ -137,7 +137,7 @@ def serve(conn: Connection, shard: ServedShard, spin_wait: float = 0.0) -> None:
             return
         if request.command == Command.CLOSE:
             shard.close()
-            conn.send(Ok(request.seq))
+            send_message(conn, Ok(request.seq))
             return
         start = time.perf_counter()
         reply: Ok | Err
@@ -147,9 +147,9 @@ def serve(conn: Connection, shard: ServedShard, spin_wait: float = 0.0) -> None:
         except Exception as error:  # reported to the parent, which raises WorkerError
             reply = Err.from_exception(request.seq, ErrorKind.EXCEPTION, error)
         try:
-            conn.send(reply)  # pickles first: a value that cannot be pickled leaves nothing half-written
+            send_message(conn, reply)  # pickles first: a value that cannot be pickled leaves nothing half-written
         except (pickle.PicklingError, TypeError, AttributeError) as error:
-            conn.send(Err.from_exception(request.seq, ErrorKind.EXCEPTION, error))
+            send_message(conn, Err.from_exception(request.seq, ErrorKind.EXCEPTION, error))
 
 
 def worker_main(conn: Connection, output: Connection | None, spec: WorkerSpec) -> None:
@@ -163,13 +163,13 @@ def worker_main(conn: Connection, output: Connection | None, spec: WorkerSpec) -
         import cloudpickle
 
         def report(stage: str) -> None:
-            conn.send(Status(stage))
+            send_message(conn, Status(stage))
 
         shard = cloudpickle.loads(spec.shard_factory)(report)
         handshake = shard.handshake()
         report(READY)
     except BaseException as error:
-        conn.send(Err.from_exception(0, ErrorKind.BUILD, error))
+        send_message(conn, Err.from_exception(0, ErrorKind.BUILD, error))
         conn.close()
         return
     conn.send(Ok(0, handshake))

@@ -1,5 +1,5 @@
-"""A worker killed from outside (SIGKILL) is noticed at once through its process sentinel, whatever the env was
-doing (the restart mode is tested in ``test_long_lived_env.py``)."""
+"""A worker killed from outside (SIGKILL) is noticed at once through its process sentinel, or its pipe's hangup while
+the parent spins, whatever the env was doing (the restart mode is tested in ``test_long_lived_env.py``)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,14 @@ RECIPES = {
     "kill_step": functools.partial(
         make_env, 2, num_workers=1, task_kwargs={"fault": "sleep", "fault_step": 1, "sleep_seconds": 120.0}
     ),
+    # the parent spins on the pipe (2 s at most): a pipe whose writer died ends the spin, read as a crash
+    "kill_spinning_step": functools.partial(
+        make_env,
+        2,
+        num_workers=1,
+        spin_wait_us=2e6,
+        task_kwargs={"fault": "sleep", "fault_step": 1, "sleep_seconds": 120.0},
+    ),
     "kill_reset": functools.partial(make_env, 2, "cartpole", num_workers=1),
     "kill_call": functools.partial(make_env, 2, "cartpole", num_workers=1),
 }
@@ -36,6 +44,7 @@ def kill_worker(env, index: int) -> int:
     ("command", "during"),
     [
         pytest.param("step", "step", marks=pytest.mark.prebuilt("kill_step")),
+        pytest.param("spinning_step", "step", marks=pytest.mark.prebuilt("kill_spinning_step")),
         pytest.param("reset", "reset", marks=pytest.mark.prebuilt("kill_reset")),
         pytest.param("call", "call 'num_envs'", marks=pytest.mark.prebuilt("kill_call")),
     ],
@@ -44,7 +53,7 @@ def test_sigkill_is_reported_at_once(prebuilt, command, during):
     env = prebuilt(f"kill_{command}")
     env.reset(seed=0)
     with pytest.raises(WorkerCrashedError) as caught:
-        if command == "step":
+        if command.endswith("step"):
             env.step_async(torch.zeros(2, 1))
             pid = kill_worker(env, 0)  # the worker sleeps in this step: the parent learns of the kill at once
             env.step_wait()
