@@ -141,14 +141,15 @@ def step_output_views(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The uint8 ``block`` of ``ShardBuffers.step_outputs`` as its four views: observations (float32, ``(num_envs,
     *obs_shape)``), rewards (float32), terminated and truncated (bool, ``(num_envs,)`` each)."""
-    rewards_start = 4 * num_envs * math.prod(obs_shape)
-    terminated_start = rewards_start + 4 * num_envs
-    truncated_start = terminated_start + num_envs
+    # one split, not four slices: the parent makes these views of a new block at every step
+    observations, rewards, terminated, truncated = block.split_with_sizes(
+        (4 * num_envs * math.prod(obs_shape), 4 * num_envs, num_envs, num_envs)
+    )
     return (
-        block[:rewards_start].view(torch.float32).view(num_envs, *obs_shape),
-        block[rewards_start:terminated_start].view(torch.float32),
-        block[terminated_start:truncated_start].view(torch.bool),
-        block[truncated_start:].view(torch.bool),
+        observations.view(torch.float32).view(num_envs, *obs_shape),
+        rewards.view(torch.float32),
+        terminated.view(torch.bool),
+        truncated.view(torch.bool),
     )
 
 
