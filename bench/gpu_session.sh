@@ -89,6 +89,10 @@
 #   bash bench/gpu_session.sh mps-go2  # go2-walk b and c, --apart, without CUDA MPS then with it (~5 min cold)
 #   bash bench/gpu_session.sh host-speed  # bench/host_speed.py: Python and kernel launches' host time in this process
 #                                         # and in spawned children (is a worker's host slower?), ~1 min
+# Session 27 (the pipes' messages pickled by the standard pickler, the spin on one select.poll, the output views by
+# one split):
+#   mkdir -p .abold && git archive ced312a gs_gym | tar x -C .abold   # the code before, then
+#   bash bench/gpu_session.sh worker-ab  # ~2 min; then table-apart for issue 14's c/b on the new code
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 | grep -o "H[0-9]00" | tr H h)

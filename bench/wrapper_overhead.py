@@ -9,6 +9,7 @@ timed in interleaved rounds (``--repeats``) of ``--steps`` steps, the device syn
 the table gives the median microseconds per step.
 
     python bench/wrapper_overhead.py                       # CPU backend, 4096 envs
+    python bench/wrapper_overhead.py --spin-wait-us 20000  # its workers polling their pipes, as on a GPU
     python bench/wrapper_overhead.py --backend gpu --out bench/results/wrapper-overhead-h100.json
 """
 
@@ -92,6 +93,13 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=500)
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    p.add_argument(
+        "--spin-wait-us",
+        type=float,
+        default=None,
+        help="spin_wait_us of the worker variants (default: the env's, which spins on GPUs only; give 20000 to time a "
+        "CPU backend's workers as they run on a GPU)",
+    )
     p.add_argument("--out", type=Path, default=None, help="JSON results (default: print only)")
     args = p.parse_args()
 
@@ -100,6 +108,8 @@ def main() -> None:
     envs = {}
     for name in args.variants:
         variant = dict(VARIANTS[name])
+        if variant["num_workers"] > 0:
+            variant["spin_wait_us"] = args.spin_wait_us
         envs[name] = GenesisVectorEnv(args.n_envs, TASKS[variant.pop("task", "idle")], **options, **variant)
     try:
         device = next(iter(envs.values())).main_device
