@@ -14,21 +14,18 @@ from gs_gym import EnvFailedError, WorkerCrashedError
 from tests.faults.conftest import make_env, worker_pids
 from tests.processes import wait_until_gone
 
+SLEEPS_IN_ITS_FIRST_STEP = functools.partial(
+    make_env, 2, num_workers=1, task_kwargs={"fault": "sleep", "fault_step": 1, "sleep_seconds": 120.0}
+)
+"""A worker busy with its first step while the test kills it."""
+
 RECIPES = {
     # step_timeout=30 (make_env's default here): were the sentinel not watched, these would end in
     # WorkerTimeoutError after 30 s instead of WorkerCrashedError at once. The step's worker sleeps in its first
     # step, so that the kill lands while it is busy with the step.
-    "kill_step": functools.partial(
-        make_env, 2, num_workers=1, task_kwargs={"fault": "sleep", "fault_step": 1, "sleep_seconds": 120.0}
-    ),
+    "kill_step": SLEEPS_IN_ITS_FIRST_STEP,
     # the parent spins on the pipe (2 s at most): a pipe whose writer died ends the spin, read as a crash
-    "kill_spinning_step": functools.partial(
-        make_env,
-        2,
-        num_workers=1,
-        spin_wait_us=2e6,
-        task_kwargs={"fault": "sleep", "fault_step": 1, "sleep_seconds": 120.0},
-    ),
+    "kill_spinning_step": functools.partial(SLEEPS_IN_ITS_FIRST_STEP, spin_wait_us=2e6),
     "kill_reset": functools.partial(make_env, 2, "cartpole", num_workers=1),
     "kill_call": functools.partial(make_env, 2, "cartpole", num_workers=1),
 }
