@@ -59,11 +59,12 @@ def main() -> None:
     poller = select.poll()
     poller.register(reader.fileno(), select.POLLIN)
     request, reply = Request(Command.STEP, 12345), Ok(12345, None, 0.004)
+    highest = pickle.HIGHEST_PROTOCOL  # what send_message uses
     n, obs_shape = args.n_envs, (45,)
     block = torch.zeros((math.prod(obs_shape) + 1) * 4 * n + 2 * n, dtype=torch.uint8)
     pieces: dict[str, tuple[Any, Any]] = {
-        "pickle the STEP request": (lambda: ForkingPickler.dumps(request), lambda: pickle.dumps(request, 5)),
-        "pickle the STEP reply": (lambda: ForkingPickler.dumps(reply), lambda: pickle.dumps(reply, 5)),
+        "pickle the STEP request": (lambda: ForkingPickler.dumps(request), lambda: pickle.dumps(request, highest)),
+        "pickle the STEP reply": (lambda: ForkingPickler.dumps(reply), lambda: pickle.dumps(reply, highest)),
         "poll an empty pipe once": (lambda: reader.poll(0), lambda: poller.poll(0)),
         "wait on the pipe the spin found readable": (lambda: wait([readable, sentinel], None), lambda: None),
         "the four output views": (
