@@ -931,10 +931,16 @@ def paired_ratios(paths: dict[str, dict[str, Any]]) -> dict[str, float | None]:
     of the swing (a paired comparison)."""
     result = {}
     for key, (numerator, denominator) in RATIOS.items():
-        top, bottom = (paths.get(name, {}).get("repeats_us") for name in (numerator, denominator))
-        pairs = [b / t for t, b in zip(top, bottom, strict=False) if t and b] if top and bottom else []
+        pairs = round_ratios(paths, numerator, denominator)
         result[key] = statistics.median(pairs) if pairs else None
     return result
+
+
+def round_ratios(paths: dict[str, dict[str, Any]], numerator: str, denominator: str) -> list[float]:
+    """The two paths' speed ratio in each round (their us per step, inverted); empty where either path is missing
+    or failed. ``bench/pool_runs.py`` pools these over several runs."""
+    top, bottom = (paths.get(name, {}).get("repeats_us") for name in (numerator, denominator))
+    return [b / t for t, b in zip(top, bottom, strict=False) if t and b] if top and bottom else []
 
 
 def format_table(task: str, n_envs: int, entry: dict[str, Any]) -> str:

@@ -23,17 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from go2_vs_reference import RATIOS  # imports torch, not Genesis (~2 s)
-
-
-def round_ratios(paths: dict[str, dict[str, Any]], numerator: str, denominator: str) -> list[float]:
-    """The per-round speed ratios of two paths of one run (their us per step, inverted); empty where either is
-    missing or failed."""
-    top = paths.get(numerator, {}).get("repeats_us")
-    bottom = paths.get(denominator, {}).get("repeats_us")
-    if not top or not bottom:
-        return []
-    return [b / t for t, b in zip(top, bottom, strict=True)]
+from go2_vs_reference import RATIOS, round_ratios  # imports torch, not Genesis (~2 s)
 
 
 def pool(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
